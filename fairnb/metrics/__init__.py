@@ -1,0 +1,1 @@
+"""One module per method: bvf, probing, ucerf, group_fairness, certification."""

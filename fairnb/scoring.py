@@ -1,0 +1,226 @@
+"""Batched scoring: log-probabilities of whole words and continuations, and mask filling.
+
+Causal LMs (:func:`continuation_logprobs`): prompts are sorted by length and left-padded;
+one forward pass per batch yields the last position's logits only (``logits_to_keep=1``)
+and the KV cache. Single-token candidates are read off those logits. Multi-token
+candidates run one extra pass over just their continuation tokens, on a copy of the
+prompts' KV cache (the prompt is never recomputed).
+
+Masked LMs (:func:`masked_word_logprobs`): a word of n tokens replaces the mask marker by
+n mask tokens and is scored left to right, each token given the tokens already placed
+and the masks still open:
+log p(w) = sum_i log p(t_i | prompt, t_1..t_{i-1}, [MASK] * (n - i)).
+Single-token words all come from one pass per prompt.
+"""
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Iterator, Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+if TYPE_CHECKING:
+    from fairnb.models import LanguageModel
+
+ANCHOR = "The"
+
+
+def check_words(words: Sequence[str]) -> None:
+    """Raise one clear sentence for an empty word list or a blank word."""
+    if len(words) == 0:
+        raise ValueError("The word list is empty: give at least one word to score.")
+    blank = [w for w in words if not isinstance(w, str) or not w.strip()]
+    if blank:
+        raise ValueError(f"The word list holds blank or non-string entries: {blank[:3]!r}.")
+
+
+def word_token_ids(tokenizer, text: str) -> list[int]:
+    """Token ids of ``text`` as it reads inside running text (after the word ``The``).
+
+    Tokenising after an anchor keeps a leading space attached to the word for byte-level
+    BPE and avoids a SentencePiece dummy prefix.
+    """
+    anchor = tokenizer(ANCHOR, add_special_tokens=False).input_ids
+    joint = tokenizer(ANCHOR + text, add_special_tokens=False).input_ids
+    ids = joint[len(anchor):] if joint[: len(anchor)] == anchor else tokenizer(
+        text, add_special_tokens=False).input_ids
+    if not ids or (tokenizer.unk_token_id is not None and tokenizer.unk_token_id in ids):
+        raise ValueError(f"The tokenizer cannot produce {text!r} (it maps to no or unknown tokens).")
+    return ids
+
+
+def batches_by_length(lengths: Sequence[int], batch_size: int) -> Iterator[np.ndarray]:
+    """Indices grouped into batches of similar length (longest first), for less padding."""
+    order = np.argsort(-np.asarray(lengths), kind="stable")
+    for start in range(0, len(order), batch_size):
+        yield order[start:start + batch_size]
+
+
+def left_pad(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Left-pad token id rows; return ``(input_ids, attention_mask)``."""
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, row in enumerate(rows):
+        ids[i, width - len(row):] = torch.tensor(row, dtype=torch.long)
+        mask[i, width - len(row):] = 1
+    return ids, mask
+
+
+def position_ids(mask: torch.Tensor) -> torch.Tensor:
+    """Positions that ignore left padding (the first real token is position 0)."""
+    return (mask.cumsum(-1) - 1).clamp(min=0)
+
+
+def _progress(total_batches: int, desc: str):
+    return tqdm(total=total_batches, desc=desc, disable=total_batches < 8, leave=False)
+
+
+def _prompt_ids(lm: LanguageModel, prompts: Sequence[str]) -> list[list[int]]:
+    rows = lm.tokenizer([p.rstrip() for p in prompts], add_special_tokens=True).input_ids
+    empty = [p for p, r in zip(prompts, rows) if not r]
+    if empty:
+        raise ValueError(f"Prompt {empty[0]!r} tokenises to nothing and this tokenizer adds no BOS token.")
+    return rows
+
+
+def continuation_logprobs(
+    lm: LanguageModel, prompts: Sequence[str], continuations: Sequence[str] | Sequence[Sequence[str]]
+) -> np.ndarray:
+    """Summed log-probabilities of continuations after prompts (causal LMs).
+
+    ``continuations`` is a flat list scored after every prompt, or one list per prompt.
+
+    Examples:
+        >>> batches = list(batches_by_length([3, 9, 5], batch_size=2))
+        >>> [b.tolist() for b in batches]
+        [[1, 2], [0]]
+    """
+    if len(prompts) == 0:
+        return np.zeros((0, len(continuations)))
+    per_prompt = not isinstance(continuations[0], str)
+    if per_prompt and len(continuations) != len(prompts):
+        raise ValueError(f"Got {len(continuations)} continuation lists for {len(prompts)} prompts.")
+    vocabulary = sorted({c for row in continuations for c in ([row] if isinstance(row, str) else row)})
+    check_words(vocabulary)
+    token_ids = {c: word_token_ids(lm.tokenizer, c) for c in vocabulary}
+    candidates = [list(continuations[i]) if per_prompt else list(continuations) for i in range(len(prompts))]
+    widths = {len(row) for row in candidates}
+    if len(widths) != 1:
+        raise ValueError("Every prompt needs the same number of continuations.")
+    prompt_ids = _prompt_ids(lm, prompts)
+    out = np.zeros((len(prompts), widths.pop()), dtype=np.float64)
+    batches = list(batches_by_length([len(r) for r in prompt_ids], lm.batch_size))
+    with torch.inference_mode(), _progress(len(batches), "scoring") as bar:
+        for batch in batches:
+            cands = [[token_ids[c] for c in candidates[i]] for i in batch]
+            out[batch] = _score_batch(lm, [prompt_ids[i] for i in batch], cands)
+            bar.update()
+    return out
+
+
+def _score_batch(lm: LanguageModel, rows: list[list[int]], cands: list[list[list[int]]]) -> np.ndarray:
+    ids, mask = left_pad(rows, lm.tokenizer.pad_token_id)
+    ids, mask = ids.to(lm.device), mask.to(lm.device)
+    multi = [(b, j) for b, row in enumerate(cands) for j, toks in enumerate(row) if len(toks) > 1]
+    output = lm.model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask),
+                      use_cache=bool(multi), logits_to_keep=1)
+    first_logp = torch.log_softmax(output.logits[:, -1].float(), dim=-1)
+    first = torch.tensor([[toks[0] for toks in row] for row in cands], device=lm.device)
+    scores = first_logp.gather(1, first).double()
+    if multi:
+        scores += _continuation_tail(lm, output.past_key_values, mask, cands, multi)
+    return scores.cpu().numpy()
+
+
+def _continuation_tail(lm, cache, mask: torch.Tensor, cands, multi) -> torch.Tensor:
+    """log p(t_2..t_n | prompt, t_1) for multi-token candidates, reusing the prompt cache."""
+    tail = torch.zeros((len(cands), len(cands[0])), dtype=torch.float64, device=lm.device)
+    lengths = mask.sum(-1)
+    rows_per_pass = max(1, lm.batch_size * 4)
+    for start in range(0, len(multi), rows_per_pass):
+        chunk = multi[start:start + rows_per_pass]
+        source = torch.tensor([b for b, _ in chunk], device=lm.device)
+        inputs = [cands[b][j][:-1] for b, j in chunk]
+        targets = [cands[b][j][1:] for b, j in chunk]
+        width = max(len(t) for t in inputs)
+        ids = torch.full((len(chunk), width), lm.tokenizer.pad_token_id, dtype=torch.long)
+        new_mask = torch.zeros((len(chunk), width), dtype=torch.long)
+        target_ids = torch.zeros((len(chunk), width), dtype=torch.long)
+        for r, (toks, tgt) in enumerate(zip(inputs, targets)):
+            ids[r, :len(toks)] = torch.tensor(toks)
+            new_mask[r, :len(toks)] = 1
+            target_ids[r, :len(tgt)] = torch.tensor(tgt)
+        ids, new_mask, target_ids = ids.to(lm.device), new_mask.to(lm.device), target_ids.to(lm.device)
+        chunk_cache = copy.deepcopy(cache)
+        chunk_cache.batch_select_indices(source)
+        positions = lengths[source].unsqueeze(1) + torch.arange(width, device=lm.device)
+        output = lm.model(input_ids=ids, attention_mask=torch.cat([mask[source], new_mask], dim=1),
+                          position_ids=positions, past_key_values=chunk_cache, use_cache=False)
+        logp = torch.log_softmax(output.logits.float(), dim=-1).gather(2, target_ids.unsqueeze(-1))[..., 0]
+        summed = (logp * new_mask).sum(-1).double()
+        for r, (b, j) in enumerate(chunk):
+            tail[b, j] = summed[r]
+    return tail
+
+
+def _mask_rows(lm: LanguageModel, prompts: Sequence[str], words: Sequence[str]):
+    """Rows ``(token ids, mask position, target id, prompt index, word index)`` to score."""
+    tok = lm.tokenizer
+    word_ids = [word_token_ids(tok, " " + w.strip()) for w in words]
+    offset = _prefix_len(tok)
+    rows = []
+    for i, prompt in enumerate(prompts):
+        marker = next((m for m in ("[MASK]", "<mask>") if m in prompt), None)
+        if marker is None or prompt.count(marker) != 1:
+            raise ValueError(f"Masked-LM prompt {prompt!r} must hold exactly one [MASK] or <mask>.")
+        left, right = prompt.split(marker)
+        left_ids = tok(left.rstrip(), add_special_tokens=False).input_ids
+        right_ids = tok(right, add_special_tokens=False).input_ids
+        for j, toks in enumerate(word_ids):
+            for step in range(len(toks)):
+                body = left_ids + toks[:step] + [tok.mask_token_id] * (len(toks) - step) + right_ids
+                full = tok.build_inputs_with_special_tokens(body)
+                rows.append((tuple(full), offset + len(left_ids) + step, toks[step], i, j))
+    return rows
+
+
+def _prefix_len(tokenizer) -> int:
+    """How many special tokens the tokenizer puts before the text ([CLS], <s>)."""
+    probe = tokenizer.build_inputs_with_special_tokens([tokenizer.mask_token_id])
+    return probe.index(tokenizer.mask_token_id)
+
+
+def masked_word_logprobs(lm: LanguageModel, prompts: Sequence[str], words: Sequence[str]) -> np.ndarray:
+    """Whole-word log-probabilities at the mask of each prompt (masked LMs), left to right.
+
+    Identical token sequences (the first step of every word with the same token count) are
+    run once.
+    """
+    rows = _mask_rows(lm, prompts, words)
+    unique = sorted({r[0] for r in rows}, key=len)
+    index = {seq: k for k, seq in enumerate(unique)}
+    needed: dict[int, list[tuple[int, int, int, int]]] = {}
+    for seq, pos, target, i, j in rows:
+        needed.setdefault(index[seq], []).append((pos, target, i, j))
+    out = np.zeros((len(prompts), len(words)), dtype=np.float64)
+    pad = lm.tokenizer.pad_token_id
+    batches = [list(range(s, min(s + lm.batch_size, len(unique)))) for s in range(0, len(unique), lm.batch_size)]
+    with torch.inference_mode(), _progress(len(batches), "mask filling") as bar:
+        for batch in batches:
+            width = max(len(unique[k]) for k in batch)
+            ids = torch.full((len(batch), width), pad, dtype=torch.long)
+            mask = torch.zeros_like(ids)
+            for r, k in enumerate(batch):
+                ids[r, :len(unique[k])] = torch.tensor(unique[k])
+                mask[r, :len(unique[k])] = 1
+            logits = lm.model(input_ids=ids.to(lm.device), attention_mask=mask.to(lm.device)).logits
+            for r, k in enumerate(batch):
+                positions = sorted({pos for pos, *_ in needed[k]})
+                logp = torch.log_softmax(logits[r, positions].float(), dim=-1).cpu()
+                for pos, target, i, j in needed[k]:
+                    out[i, j] += logp[positions.index(pos), target].item()
+            bar.update()
+    return out

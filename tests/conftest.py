@@ -1,0 +1,47 @@
+"""Session fixtures: tiny offline models and an isolated cache and results folder."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from tiny_models import build_tiny_bert, build_tiny_gpt2  # noqa: E402
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_dirs(tmp_path_factory):
+    """Caches and results of the test session go to a temporary folder."""
+    root = tmp_path_factory.mktemp("fairnb")
+    os.environ["FAIRNB_CACHE"] = str(root / "cache")
+    os.environ["FAIRNB_RESULTS"] = str(root / "results")
+    return root
+
+
+@pytest.fixture(scope="session")
+def tiny_gpt2_path(tmp_path_factory) -> Path:
+    return build_tiny_gpt2(tmp_path_factory.mktemp("tiny-gpt2"))
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_path(tmp_path_factory) -> Path:
+    return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
+
+
+@pytest.fixture(scope="session")
+def tiny_gpt2(tiny_gpt2_path):
+    from fairnb import load_model
+
+    return load_model(str(tiny_gpt2_path), device="cpu", use_cache=False)
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tiny_bert_path):
+    from fairnb import load_model
+
+    return load_model(str(tiny_bert_path), device="cpu", use_cache=False)
