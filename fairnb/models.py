@@ -101,7 +101,11 @@ def _convert_gguf(gguf: Path) -> tuple[Path, str]:
         try:
             model.save_pretrained(staging, safe_serialization=True)
             tokenizer.save_pretrained(staging)
-            os.replace(staging, target)
+            try:
+                os.replace(staging, target)
+            except OSError:  # another process finished the same conversion first
+                if not (target / "config.json").exists():
+                    raise
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     return target, digest
@@ -177,6 +181,7 @@ class LanguageModel:
     kind: str
     device: str
     fingerprint: str
+    dtype: torch.dtype = torch.float32
     batch_size: int = 64
     cache: DiskCache = field(default_factory=DiskCache)
 
@@ -198,7 +203,7 @@ class LanguageModel:
         return self.tokenizer.mask_token
 
     def _key(self, method: str, *inputs) -> str:
-        return cache_key(self.fingerprint, method, str(self.model.dtype), *inputs)
+        return cache_key(self.fingerprint, method, str(self.dtype), *inputs)
 
     def apply_chat(self, prompts: Sequence[str], system: str | None = None) -> list[str]:
         """Wrap each prompt as one user turn in the model's chat template."""
@@ -331,6 +336,6 @@ def load_model(name: str = "default", device: str | None = None, dtype: torch.dt
         model.generation_config.pad_token_id = tokenizer.pad_token_id
     return LanguageModel(
         name=name, model=model, tokenizer=tokenizer, kind=kind, device=device,
-        fingerprint=fingerprint, batch_size=auto_batch_size(device, model),
+        fingerprint=fingerprint, dtype=dtype, batch_size=auto_batch_size(device, model),
         cache=DiskCache(enabled=use_cache),
     )

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 if TYPE_CHECKING:
     from fairnb.models import LanguageModel
@@ -75,7 +75,7 @@ def position_ids(mask: torch.Tensor) -> torch.Tensor:
 
 
 def _progress(total_batches: int, desc: str):
-    return tqdm(total=total_batches, desc=desc, disable=total_batches < 8, leave=False)
+    return tqdm(total=total_batches, desc=desc, disable=True if total_batches < 8 else None, leave=False)
 
 
 def _prompt_ids(lm: LanguageModel, prompts: Sequence[str]) -> list[list[int]]:
@@ -170,7 +170,7 @@ def _mask_rows(lm: LanguageModel, prompts: Sequence[str], words: Sequence[str]):
     """Rows ``(token ids, mask position, target id, prompt index, word index)`` to score."""
     tok = lm.tokenizer
     word_ids = [word_token_ids(tok, " " + w.strip()) for w in words]
-    offset = _prefix_len(tok)
+    head, tail = special_wrapping(tok)
     rows = []
     for i, prompt in enumerate(prompts):
         marker = next((m for m in ("[MASK]", "<mask>") if m in prompt), None)
@@ -182,15 +182,16 @@ def _mask_rows(lm: LanguageModel, prompts: Sequence[str], words: Sequence[str]):
         for j, toks in enumerate(word_ids):
             for step in range(len(toks)):
                 body = left_ids + toks[:step] + [tok.mask_token_id] * (len(toks) - step) + right_ids
-                full = tok.build_inputs_with_special_tokens(body)
-                rows.append((tuple(full), offset + len(left_ids) + step, toks[step], i, j))
+                rows.append((tuple(head + body + tail), len(head) + len(left_ids) + step, toks[step], i, j))
     return rows
 
 
-def _prefix_len(tokenizer) -> int:
-    """How many special tokens the tokenizer puts before the text ([CLS], <s>)."""
-    probe = tokenizer.build_inputs_with_special_tokens([tokenizer.mask_token_id])
-    return probe.index(tokenizer.mask_token_id)
+def special_wrapping(tokenizer) -> tuple[list[int], list[int]]:
+    """The special tokens a tokenizer puts before and after a text (``[CLS]``, ``[SEP]``, ``<s>``...)."""
+    bare = tokenizer("a", add_special_tokens=False).input_ids
+    full = tokenizer("a").input_ids
+    start = next(i for i in range(len(full)) if full[i:i + len(bare)] == bare)
+    return full[:start], full[start + len(bare):]
 
 
 def masked_word_logprobs(lm: LanguageModel, prompts: Sequence[str], words: Sequence[str]) -> np.ndarray:

