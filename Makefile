@@ -17,9 +17,10 @@ $(STAMP): requirements.txt requirements-models.txt pyproject.toml
 	$(PY) -m pip install -q --no-deps -e .
 	touch $(STAMP)
 
+# The book is built even when a (model, chapter) pair failed; the exit status reports the failure.
 report: $(STAMP)
-	$(PY) -m fairnb run --models $(MODELS) --chapters $(CHAPTERS) --out book/runs
-	$(PY) -m fairnb book --runs book/runs
+	$(PY) -m fairnb run --models $(MODELS) --chapters $(CHAPTERS) --out book/runs; \
+	status=$$?; $(PY) -m fairnb book --runs book/runs && exit $$status
 
 book: $(STAMP)
 	$(PY) -m fairnb book --runs book/runs

@@ -34,10 +34,8 @@ from transformers import (
 )
 
 from fairnb.cache import DiskCache, cache_dir, cache_key, file_sha256
+from fairnb.names import BASE_MODELS, EMBEDDED_MODELS, model_slug
 
-EMBEDDED_MODELS = ("default", "gemma-3-270m")
-# Embedded base models: their GGUF carries a chat template, but they were never tuned on it.
-BASE_MODELS = ("gemma-3-270m",)
 MASK_MARKERS = ("[MASK]", "<mask>")
 
 
@@ -296,16 +294,6 @@ class LanguageModel:
         ids = self.tokenizer(text, add_special_tokens=False, return_tensors="pt").input_ids
         with torch.inference_mode():
             return self.model.get_input_embeddings()(ids.to(self.device))[0].clone()
-
-
-def model_slug(name: str) -> str:
-    """File-system friendly model name (``org/model`` -> ``org__model``; paths -> their stem)."""
-    if name in EMBEDDED_MODELS:
-        return name
-    path = Path(name)
-    if path.exists():
-        name = path.stem if path.suffix == ".gguf" else path.name
-    return re.sub(r"[^\w.\-]+", "__", name)
 
 
 def load_model(name: str = "default", device: str | None = None, dtype: torch.dtype | str | None = None,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from fairnb.cache import atomic_path
-from fairnb.models import model_slug
+from fairnb.names import model_slug
 
 REQUIRED_COLUMNS = ("model", "chapter", "item", "metric", "value")
 

@@ -124,46 +124,84 @@ def continuation_logprobs(
 def _score_batch(lm: LanguageModel, rows: list[list[int]], cands: list[list[list[int]]]) -> np.ndarray:
     ids, mask = left_pad(rows, lm.tokenizer.pad_token_id)
     ids, mask = ids.to(lm.device), mask.to(lm.device)
-    multi = [(b, j) for b, row in enumerate(cands) for j, toks in enumerate(row) if len(toks) > 1]
+    multi = any(len(toks) > 1 for row in cands for toks in row)
     output = lm.model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask),
-                      use_cache=bool(multi), logits_to_keep=1)
+                      use_cache=multi, logits_to_keep=1)
     first_logp = torch.log_softmax(output.logits[:, -1].float(), dim=-1)
     first = torch.tensor([[toks[0] for toks in row] for row in cands], device=lm.device)
     scores = first_logp.gather(1, first).double()
     if multi:
-        scores += _continuation_tail(lm, output.past_key_values, mask, cands, multi)
+        scores += _continuation_tail(lm, output.past_key_values, mask, cands)
     return scores.cpu().numpy()
 
 
-def _continuation_tail(lm, cache, mask: torch.Tensor, cands, multi) -> torch.Tensor:
+def _shared_inputs(cands) -> tuple[list[tuple[int, tuple[int, ...]]], dict[tuple[int, int], int]]:
+    """The fewest continuation rows that hold every multi-token candidate's inputs.
+
+    A candidate t_1..t_n needs the model's outputs after t_1..t_{n-1}; candidates whose
+    inputs are a prefix of another's (" step" in " stepmother" and " stepfather") share one row.
+    Returns the rows ``(prompt index, input tokens)`` and the row of each ``(prompt, candidate)``.
+    """
+    rows: list[tuple[int, tuple[int, ...]]] = []
+    owner: dict[tuple[int, int], int] = {}
+    for b, row in enumerate(cands):
+        inputs = {j: tuple(toks[:-1]) for j, toks in enumerate(row) if len(toks) > 1}
+        hosts: list[int] = []
+        for seq in sorted(set(inputs.values()), key=len, reverse=True):
+            host = next((k for k in hosts if rows[k][1][:len(seq)] == seq), None)
+            if host is None:
+                rows.append((b, seq))
+                hosts.append(host := len(rows) - 1)
+        for j, seq in inputs.items():
+            owner[(b, j)] = next(k for k in hosts if rows[k][1][:len(seq)] == seq)
+    return rows, owner
+
+
+def _continuation_tail(lm, cache, mask: torch.Tensor, cands) -> torch.Tensor:
     """log p(t_2..t_n | prompt, t_1) for multi-token candidates, reusing the prompt cache."""
-    tail = torch.zeros((len(cands), len(cands[0])), dtype=torch.float64, device=lm.device)
+    tail = torch.zeros((len(cands), len(cands[0])), dtype=torch.float64)
+    rows, owner = _shared_inputs(cands)
+    by_row: dict[int, list[tuple[int, int]]] = {}
+    for (b, j), r in owner.items():
+        by_row.setdefault(r, []).append((b, j))
     lengths = mask.sum(-1)
-    rows_per_pass = max(1, lm.batch_size * 4)
-    for start in range(0, len(multi), rows_per_pass):
-        chunk = multi[start:start + rows_per_pass]
-        source = torch.tensor([b for b, _ in chunk], device=lm.device)
-        inputs = [cands[b][j][:-1] for b, j in chunk]
-        targets = [cands[b][j][1:] for b, j in chunk]
-        width = max(len(t) for t in inputs)
+    width = max(len(seq) for _, seq in rows)
+    # Keep the logits of one pass under ~512 MB (Gemma's vocabulary has 262k entries).
+    rows_per_pass = max(1, min(lm.batch_size * 4, 2**27 // (width * lm.model.config.vocab_size)))
+    for start in range(0, len(rows), rows_per_pass):
+        chunk = range(start, min(start + rows_per_pass, len(rows)))
+        source = torch.tensor([rows[r][0] for r in chunk], device=lm.device)
         ids = torch.full((len(chunk), width), lm.tokenizer.pad_token_id, dtype=torch.long)
         new_mask = torch.zeros((len(chunk), width), dtype=torch.long)
-        target_ids = torch.zeros((len(chunk), width), dtype=torch.long)
-        for r, (toks, tgt) in enumerate(zip(inputs, targets)):
-            ids[r, :len(toks)] = torch.tensor(toks)
-            new_mask[r, :len(toks)] = 1
-            target_ids[r, :len(tgt)] = torch.tensor(tgt)
-        ids, new_mask, target_ids = ids.to(lm.device), new_mask.to(lm.device), target_ids.to(lm.device)
+        for local, r in enumerate(chunk):
+            ids[local, :len(rows[r][1])] = torch.tensor(rows[r][1])
+            new_mask[local, :len(rows[r][1])] = 1
+        ids, new_mask = ids.to(lm.device), new_mask.to(lm.device)
         chunk_cache = copy.deepcopy(cache)
         chunk_cache.batch_select_indices(source)
         positions = lengths[source].unsqueeze(1) + torch.arange(width, device=lm.device)
-        output = lm.model(input_ids=ids, attention_mask=torch.cat([mask[source], new_mask], dim=1),
-                          position_ids=positions, past_key_values=chunk_cache, use_cache=False)
-        logp = torch.log_softmax(output.logits.float(), dim=-1).gather(2, target_ids.unsqueeze(-1))[..., 0]
-        summed = (logp * new_mask).sum(-1).double()
-        for r, (b, j) in enumerate(chunk):
-            tail[b, j] = summed[r]
-    return tail
+        logits = lm.model(input_ids=ids, attention_mask=torch.cat([mask[source], new_mask], dim=1),
+                          position_ids=positions, past_key_values=chunk_cache, use_cache=False).logits.float()
+        normaliser = torch.logsumexp(logits, dim=-1)
+        picks, owners = [], []
+        for local, r in enumerate(chunk):
+            for b, j in by_row[r]:
+                targets = cands[b][j][1:]
+                picks += [(local, pos, t) for pos, t in enumerate(targets)]
+                owners += [(b, j)] * len(targets)
+        local_i, pos_i, tok_i = (torch.tensor(x, device=lm.device) for x in zip(*picks))
+        logp = (logits[local_i, pos_i, tok_i] - normaliser[local_i, pos_i]).double().cpu()
+        owner_b, owner_j = (torch.tensor(x) for x in zip(*owners))
+        tail.index_put_((owner_b, owner_j), logp, accumulate=True)
+    return tail.to(lm.device)
+
+
+def special_wrapping(tokenizer) -> tuple[list[int], list[int]]:
+    """The special tokens a tokenizer puts before and after a text (``[CLS]``, ``[SEP]``, ``<s>``...)."""
+    bare = tokenizer("a", add_special_tokens=False).input_ids
+    full = tokenizer("a").input_ids
+    start = next(i for i in range(len(full)) if full[i:i + len(bare)] == bare)
+    return full[:start], full[start + len(bare):]
 
 
 def _mask_rows(lm: LanguageModel, prompts: Sequence[str], words: Sequence[str]):
@@ -184,14 +222,6 @@ def _mask_rows(lm: LanguageModel, prompts: Sequence[str], words: Sequence[str]):
                 body = left_ids + toks[:step] + [tok.mask_token_id] * (len(toks) - step) + right_ids
                 rows.append((tuple(head + body + tail), len(head) + len(left_ids) + step, toks[step], i, j))
     return rows
-
-
-def special_wrapping(tokenizer) -> tuple[list[int], list[int]]:
-    """The special tokens a tokenizer puts before and after a text (``[CLS]``, ``[SEP]``, ``<s>``...)."""
-    bare = tokenizer("a", add_special_tokens=False).input_ids
-    full = tokenizer("a").input_ids
-    start = next(i for i in range(len(full)) if full[i:i + len(bare)] == bare)
-    return full[:start], full[start + len(bare):]
 
 
 def masked_word_logprobs(lm: LanguageModel, prompts: Sequence[str], words: Sequence[str]) -> np.ndarray:

@@ -1,0 +1,112 @@
+"""The ``fairnb`` command: run notebooks over a list of models, build the book.
+
+    python -m fairnb run --models default,gemma-3-270m --chapters all --limit 50 --out book/runs
+    python -m fairnb run --config run.yaml          # the same settings as a YAML mapping
+    python -m fairnb book --runs book/runs
+
+A config file holds any of ``models``, ``chapters``, ``limit``, ``params`` (a mapping),
+``out``, ``executor``, ``scheduler``, ``workers``, ``force``, ``timeout``, ``notebooks``;
+flags given on the command line win over it, and ``--param`` entries over its ``params``.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from fairnb import runner
+
+RUN_DEFAULTS = {"models": "default", "chapters": "all", "limit": None, "params": {}, "out": "book/runs",
+                "executor": "local", "scheduler": None, "workers": 1, "force": False, "timeout": None,
+                "notebooks": str(runner.NOTEBOOKS_DIR)}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fairnb", description="Run the fairnb notebooks over a list of models; build the book.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="execute every (model x chapter) notebook with papermill")
+    run.add_argument("--config", help="YAML file with the run settings (flags override it)")
+    run.add_argument("--models", help="comma-separated: default, gemma-3-270m, hub ids, local paths "
+                                      "(default: default)")
+    run.add_argument("--chapters", help="'all' or comma-separated numbers, 0 = quickstart (default: all)")
+    run.add_argument("--limit", type=int, help="the notebooks' `limit` parameter (default: each notebook's own)")
+    run.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                     help="another notebook parameter, the value read as YAML; repeatable")
+    run.add_argument("--out", help="where executed notebooks go: OUT/<model>/<notebook> (default: book/runs)")
+    run.add_argument("--force", action="store_true", default=None, help="rerun pairs that already finished")
+    run.add_argument("--executor", choices=runner.EXECUTORS, help="run pairs here or on Dask (default: local)")
+    run.add_argument("--scheduler", help="address of an existing Dask scheduler (implies --executor dask)")
+    run.add_argument("--workers", type=int, help="worker processes of the Dask LocalCluster (default: 1)")
+    run.add_argument("--timeout", type=int, help="seconds a notebook cell may run (default: no limit)")
+    run.add_argument("--notebooks", help="folder of the NN_name.ipynb notebooks (default: the repo's notebooks/)")
+
+    book = commands.add_parser("book", help="execute the comparison page and build the Jupyter Book")
+    book.add_argument("--runs", default="book/runs", help="folder of the executed notebooks (default: book/runs)")
+    book.add_argument("--notebooks", help="folder of the source notebooks (default: the repo's notebooks/)")
+    book.add_argument("--no-build", action="store_true", help="write the table of contents, skip jupyter-book")
+    return parser
+
+
+def load_config(path: str | Path) -> dict:
+    """The run settings of a YAML config file, checked against the known keys."""
+    settings = yaml.safe_load(Path(path).read_text()) or {}
+    if not isinstance(settings, dict):
+        raise ValueError(f"The config {path} must be a YAML mapping of settings.")
+    unknown = set(settings) - set(RUN_DEFAULTS)
+    if unknown:
+        raise ValueError(f"The config {path} has unknown keys {sorted(unknown)}; known: {sorted(RUN_DEFAULTS)}.")
+    if not isinstance(settings.get("params", {}), dict):
+        raise ValueError(f"'params' in {path} must be a mapping of parameter names to values.")
+    return settings
+
+
+def run_settings(args: argparse.Namespace) -> dict:
+    """Defaults, overridden by the config file, overridden by the flags that were given."""
+    settings = {**RUN_DEFAULTS, **(load_config(args.config) if args.config else {})}
+    for key in RUN_DEFAULTS:
+        value = getattr(args, key, None)
+        if value is not None and key != "params":
+            settings[key] = value
+    settings["params"] = {**(settings["params"] or {}), **dict(map(runner.parse_param, args.param))}
+    if settings["limit"] is not None:
+        settings["params"]["limit"] = settings["limit"]
+    if settings["scheduler"]:
+        settings["executor"] = "dask"
+    return settings
+
+
+def run_command(args: argparse.Namespace) -> int:
+    settings = run_settings(args)
+    notebooks = runner.discover_notebooks(settings["notebooks"])
+    chapters = runner.select_chapters(settings["chapters"], notebooks)
+    pairs = runner.plan_pairs(runner.parse_models(settings["models"]), chapters, notebooks, settings["out"])
+    start = time.perf_counter()
+    summary = runner.run_pairs(pairs, settings["params"], timeout=settings["timeout"], force=settings["force"],
+                               executor=settings["executor"], scheduler=settings["scheduler"],
+                               workers=settings["workers"])
+    counts = summary["status"].value_counts()
+    print(summary.to_string(index=False))
+    print(f"{counts.get('done', 0)} done, {counts.get('skipped', 0)} skipped, {counts.get('failed', 0)} failed "
+          f"in {time.perf_counter() - start:.0f} s; notebooks in {Path(settings['out']).resolve()}")
+    return 1 if counts.get("failed", 0) else 0
+
+
+def book_command(args: argparse.Namespace) -> int:
+    return runner.build_book(args.runs, args.notebooks, build=not args.no_build)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    command = run_command if args.command == "run" else book_command
+    try:
+        return command(args)
+    except ValueError as error:
+        parser.error(str(error))
+    except KeyboardInterrupt:
+        print("Interrupted: finished notebooks are kept; run the same command again to resume.", file=sys.stderr)
+        return 130
