@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import json
 import os
 import re
 import shutil
@@ -37,6 +38,7 @@ from fairnb.cache import DiskCache, cache_dir, cache_key, file_sha256
 from fairnb.names import BASE_MODELS, EMBEDDED_MODELS, model_slug
 
 MASK_MARKERS = ("[MASK]", "<mask>")
+CONVERSION_VERSION = "v2"  # bump when the GGUF conversion changes, so cached copies are rebuilt
 
 
 def _smollm2_gguf() -> Path:
@@ -82,13 +84,39 @@ def default_dtype(device: str) -> torch.dtype:
     return {"cuda": torch.bfloat16, "mps": torch.float16}.get(device.split(":")[0], torch.float32)
 
 
+def _sentencepiece_bpe(tokenizer: PreTrainedTokenizerBase) -> None:
+    """Rebuild a GGUF SentencePiece-BPE vocabulary that transformers read as Unigram, in place.
+
+    Gemma's GGUF stores BPE merge ranks as negative scores; scored as a Unigram model they
+    split " carpenter" into five pieces instead of one. The merges follow from the ranks.
+    """
+    from tokenizers import Tokenizer
+    from transformers.convert_slow_tokenizer import generate_merges
+
+    backend = json.loads(tokenizer.backend_tokenizer.to_str())
+    unigram = backend["model"]
+    if unigram["type"] != "Unigram":
+        return
+    pieces = [piece for piece, _ in unigram["vocab"]]
+    vocab = {piece: index for index, piece in enumerate(pieces)}
+    merges = generate_merges(vocab, dict(unigram["vocab"]))
+    backend["model"] = {
+        "type": "BPE", "dropout": None, "unk_token": pieces[unigram["unk_id"]],
+        "continuing_subword_prefix": None, "end_of_word_suffix": None, "fuse_unk": True,
+        "byte_fallback": True, "ignore_merges": False, "vocab": vocab, "merges": [list(m) for m in merges],
+    }
+    tokenizer._tokenizer = Tokenizer.from_str(json.dumps(backend))
+
+
 def _convert_gguf(gguf: Path) -> tuple[Path, str]:
     """Dequantise ``gguf`` once into a safetensors directory; return it and the file hash."""
     digest = file_sha256(gguf)
-    target = cache_dir() / "models" / f"{gguf.stem}-{digest[:12]}"
+    target = cache_dir() / "models" / f"{gguf.stem}-{digest[:12]}-{CONVERSION_VERSION}"
     if not (target / "config.json").exists():
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        if model.config.model_type.startswith("gemma"):
+            _sentencepiece_bpe(tokenizer)
         # The dequantised weights are plain fp32: a kept quantization config would make
         # from_pretrained look for GGUF tensors again.
         for config in (model.config, getattr(model, "generation_config", None)):

@@ -79,7 +79,7 @@ def _progress(total_batches: int, desc: str):
 
 
 def _prompt_ids(lm: LanguageModel, prompts: Sequence[str]) -> list[list[int]]:
-    rows = lm.tokenizer([p.rstrip() for p in prompts], add_special_tokens=True).input_ids
+    rows = lm.tokenizer([p.rstrip(" ") for p in prompts], add_special_tokens=True).input_ids
     empty = [p for p, r in zip(prompts, rows) if not r]
     if empty:
         raise ValueError(f"Prompt {empty[0]!r} tokenises to nothing and this tokenizer adds no BOS token.")
@@ -92,6 +92,8 @@ def continuation_logprobs(
     """Summed log-probabilities of continuations after prompts (causal LMs).
 
     ``continuations`` is a flat list scored after every prompt, or one list per prompt.
+    Trailing spaces of a prompt are dropped (the space belongs to the next word); other
+    trailing whitespace, such as the newline that ends a chat template, is kept.
 
     Examples:
         >>> batches = list(batches_by_length([3, 9, 5], batch_size=2))

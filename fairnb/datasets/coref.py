@@ -1,0 +1,408 @@
+"""Pronoun–occupation coreference minimal pairs (WinoBias, SynthBias, a bundled sample).
+
+A *coref table* is a DataFrame with one row per sentence and the columns of
+:class:`CorefPair`. Rows come in minimal pairs: the same sentence once with a pronoun that
+matches the referent occupation's stereotyped gender (``stereotype == "pro"``) and once with
+the other pronoun (``"anti"``); both rows share a ``pair_id``.
+
+Loaders read the datasets' own files; nothing of them ships with fairnb:
+
+- WinoBias (Zhao et al., 2018): ``{pro,anti}_stereotyped_type{1,2}.txt.{dev,test}``, one
+  sentence per line, optionally numbered, with the referent (and its article) and the pronoun
+  in square brackets. Line *i* of the pro file and line *i* of the anti file are a minimal pair.
+- SynthBias (the UCerF paper): a CSV with ``type,sample,occ_1,occ_2,pronoun,is_stereotypical``;
+  ``occ_1`` is the referent of type-2 rows and the designated referent of the ambiguous type-1
+  rows. Minimal pairs are the rows whose sentences differ only in the pronoun.
+
+The bundled sample (``fairnb/lexicons/ucerf/sample``) is a pair set written for fairnb in the
+WinoBias format: 320 minimal pairs over the 40 WinoBias occupations, both types.
+"""
+from __future__ import annotations
+
+import re
+import warnings
+import zlib
+from dataclasses import dataclass, fields
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from fairnb.lexicons import data_path
+
+PRONOUN_GENDER = {"he": "male", "his": "male", "him": "male", "himself": "male",
+                  "she": "female", "her": "female", "hers": "female", "herself": "female"}
+FORMATS = ("winobias", "synthbias")
+NONE_OPTION = "None of the above"
+OPTION_LETTERS = ("A", "B", "C")
+INTRINSIC_TEMPLATE = "{sentence} The pronoun {pronoun} refers to the"
+MCQ_QUESTION = ("Choose the right option for the question using the context below.\n"
+                "{sentence} The pronoun {pronoun} refers to\n"
+                "A. {a}\nB. {b}\nC. {c}")
+MCQ_ANSWER = "Answer:"
+
+_BRACKET = re.compile(r"\[([^\]]+)\]")
+_ARTICLE = re.compile(r"^(the|a|an)\s+", re.IGNORECASE)
+_LINE_NUMBER = re.compile(r"^\s*\d+\s+")
+
+
+@dataclass(frozen=True)
+class CorefPair:
+    """One sentence of a minimal pair; a coref table has one column per field.
+
+    ``referent`` is the occupation the pronoun refers to (one of ``occupation_1`` and
+    ``occupation_2``); ``type`` is 1 (ambiguous: world knowledge or nothing decides) or 2
+    (the sentence decides); ``stereotype`` is ``"pro"`` when the pronoun's gender is the
+    referent's majority gender, else ``"anti"``.
+    """
+
+    pair_id: str
+    type: int
+    stereotype: str
+    sentence: str
+    pronoun: str
+    occupation_1: str
+    occupation_2: str
+    referent: str
+
+
+COREF_COLUMNS = tuple(f.name for f in fields(CorefPair))
+
+
+def coref_table(rows: Iterable[CorefPair | dict]) -> pd.DataFrame:
+    """Build and validate a coref table from :class:`CorefPair` rows or dicts.
+
+    Examples:
+        >>> pair = [CorefPair("p1", 2, s, f"The cook met the nurse and thanked {p}.", p,
+        ...                   "cook", "nurse", "nurse") for s, p in (("pro", "her"), ("anti", "him"))]
+        >>> coref_table(pair)[["pair_id", "stereotype", "pronoun", "gender"]]
+          pair_id stereotype pronoun  gender
+        0      p1        pro     her  female
+        1      p1       anti     him    male
+    """
+    frame = pd.DataFrame([r.__dict__ if isinstance(r, CorefPair) else r for r in rows])
+    return validate_coref_table(frame)
+
+
+def validate_coref_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Check a coref table and add ``gender`` (of the pronoun); raise one sentence per problem."""
+    missing = [c for c in COREF_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ValueError(f"The coref table lacks the columns {missing}.")
+    if frame.empty:
+        raise ValueError("The coref table is empty: no minimal pairs were found.")
+    frame = frame.reset_index(drop=True).copy()
+    frame["type"] = frame["type"].astype(int)
+    frame["pronoun"] = frame["pronoun"].str.lower()
+    checks = [
+        (~frame["type"].isin([1, 2]), "type must be 1 or 2"),
+        (~frame["stereotype"].isin(["pro", "anti"]), "stereotype must be 'pro' or 'anti'"),
+        (~frame["pronoun"].isin(list(PRONOUN_GENDER)), f"pronoun must be one of {sorted(PRONOUN_GENDER)}"),
+        ((frame["referent"] != frame["occupation_1"]) & (frame["referent"] != frame["occupation_2"]),
+         "referent must be occupation_1 or occupation_2"),
+    ]
+    for bad, message in checks:
+        if bad.any():
+            raise ValueError(f"Row {int(np.flatnonzero(bad)[0])} of the coref table is invalid: {message}.")
+    unpaired = ~_one_pro_one_anti(frame["pair_id"], frame["stereotype"])
+    if unpaired.any():
+        raise ValueError(f"Pair {frame['pair_id'][unpaired].iloc[0]!r} does not hold exactly one pro and one anti sentence.")
+    frame["gender"] = frame["pronoun"].map(PRONOUN_GENDER)
+    return frame[list(COREF_COLUMNS) + ["gender"]]
+
+
+def _one_pro_one_anti(pair_id: pd.Series, stereotype: pd.Series) -> pd.Series:
+    """Per row: whether its pair holds exactly two rows, one pro and one anti."""
+    counts = pd.DataFrame({"pro": stereotype.eq("pro"), "anti": stereotype.eq("anti")}).groupby(pair_id.to_numpy())
+    pro, anti, size = counts["pro"].transform("sum"), counts["anti"].transform("sum"), counts["pro"].transform("size")
+    return pd.Series(((pro == 1) & (anti == 1) & (size == 2)).to_numpy(), index=pair_id.index)
+
+
+def winobias_occupations() -> pd.DataFrame:
+    """The 40 WinoBias occupations: ``occupation``, ``pct_female`` (BLS 2017), ``stereotype``."""
+    return pd.read_csv(data_path("ucerf/winobias_occupations.tsv"), sep="\t", comment="#")
+
+
+@lru_cache(maxsize=1)
+def _winobias_names() -> tuple[str, ...]:
+    return tuple(winobias_occupations()["occupation"])
+
+
+def share_of_women(occupations: Sequence[str]) -> pd.Series:
+    """Percent women per occupation: the WinoBias table first, then ``occupation_gender_stats.tsv``.
+
+    Examples:
+        >>> share_of_women(["nurse", "plumber", "astronaut"]).tolist()
+        [90.0, 0.7, nan]
+    """
+    stats = pd.read_csv(data_path("occupation_gender_stats.tsv"), sep="\t", comment="#")
+    known = dict(zip(stats["occupation"].str.lower(), stats["bls_pct_female"]))
+    wino = winobias_occupations()
+    known.update(zip(wino["occupation"].str.lower(), wino["pct_female"]))
+    return pd.Series([known.get(o.lower(), np.nan) for o in occupations], index=list(occupations),
+                     dtype=float, name="pct_female")
+
+
+def _stereotyped_gender(occupations: Sequence[str]) -> dict[str, str]:
+    share = share_of_women(occupations)
+    return {o: ("female" if s > 50 else "male") for o, s in share.items() if not np.isnan(s)}
+
+
+# --- WinoBias format ---
+
+
+@lru_cache(maxsize=8)
+def _occupation_patterns(occupations: tuple[str, ...]) -> tuple[re.Pattern, re.Pattern]:
+    """Occupation mentions after an article first, then bare ones (``the cook and counselor``)."""
+    names = "|".join(map(re.escape, sorted(occupations, key=len, reverse=True)))
+    return (re.compile(rf"\b(?:the|a|an)\s+({names})\b", re.IGNORECASE),
+            re.compile(rf"\b({names})\b", re.IGNORECASE))
+
+
+def parse_winobias_line(line: str, occupations: Sequence[str] | None = None) -> dict:
+    """Parse one WinoBias line: sentence, pronoun, referent, the other occupation, mention order.
+
+    The first bracket that is not a pronoun is the referent; the first bracketed pronoun is
+    the pronoun; the other occupation is the first one of ``occupations`` (default: the 40
+    WinoBias occupations) that follows an article outside the referent's bracket.
+
+    Examples:
+        >>> parse_winobias_line("3 [The chief] hired the assistant because [he] needed help.")
+        {'sentence': 'The chief hired the assistant because he needed help.', 'pronoun': 'he', 'referent': 'chief', 'other': 'assistant', 'referent_first': True}
+        >>> parse_winobias_line("The cook asked [the construction worker] to fix [his] car.")["referent"]
+        'construction worker'
+    """
+    occupations = tuple(occupations) if occupations is not None else _winobias_names()
+    canonical = {o.lower(): o for o in occupations}
+    text = _LINE_NUMBER.sub("", line.strip())
+    spans = list(_BRACKET.finditer(text))
+    pronouns = [m for m in spans if m.group(1).strip().lower() in PRONOUN_GENDER]
+    mentions = [m for m in spans if m.group(1).strip().lower() not in PRONOUN_GENDER]
+    if not pronouns or not mentions:
+        raise ValueError(f"WinoBias line {line.strip()!r} needs a bracketed referent and a bracketed pronoun.")
+    referent = _ARTICLE.sub("", mentions[0].group(1).strip())
+    referent = canonical.get(referent.lower(), referent)
+    outside = text[:mentions[0].start()] + " " + text[mentions[0].end():]
+    outside = _BRACKET.sub(r"\1", outside)
+    others = [(m.start(), canonical[m.group(1).lower()]) for pattern in _occupation_patterns(occupations)
+              for m in pattern.finditer(outside) if canonical[m.group(1).lower()] != referent]
+    if not others:
+        raise ValueError(f"WinoBias line {line.strip()!r} names no second occupation from the occupation list.")
+    position, other = others[0]
+    return {"sentence": _BRACKET.sub(r"\1", text), "pronoun": pronouns[0].group(1).strip().lower(),
+            "referent": referent, "other": other, "referent_first": mentions[0].start() < position}
+
+
+def _read_lines(path: Path) -> list[str]:
+    return [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def load_winobias(folder: str | Path, split: str = "test", occupations: Sequence[str] | None = None) -> pd.DataFrame:
+    """Load the WinoBias files of one split (``dev`` or ``test``) from ``folder`` as a coref table.
+
+    Both types are read when present (at least one type's pro and anti files must be). Line
+    pairs that cannot be parsed, or whose pro and anti lines name different occupations, are
+    dropped with a warning.
+    """
+    folder = Path(folder)
+    rows, dropped = [], []
+    found_types = 0
+    for t in (1, 2):
+        paths = {s: folder / f"{s}_stereotyped_type{t}.txt.{split}" for s in ("pro", "anti")}
+        if not any(p.exists() for p in paths.values()):
+            continue
+        missing = [p.name for p in paths.values() if not p.exists()]
+        if missing:
+            present = [p.name for p in paths.values() if p.exists()]
+            raise ValueError(f"WinoBias folder {folder} has {present[0]} but not {missing[0]}.")
+        found_types += 1
+        pro, anti = _read_lines(paths["pro"]), _read_lines(paths["anti"])
+        if len(pro) != len(anti):
+            raise ValueError(f"{paths['pro'].name} has {len(pro)} lines but {paths['anti'].name} has {len(anti)}: "
+                             "they must pair line by line.")
+        for i, (pro_line, anti_line) in enumerate(zip(pro, anti), start=1):
+            try:
+                p, a = parse_winobias_line(pro_line, occupations), parse_winobias_line(anti_line, occupations)
+            except ValueError as err:
+                dropped.append(str(err))
+                continue
+            if (p["referent"], p["other"]) != (a["referent"], a["other"]):
+                dropped.append(f"line {i} of {paths['pro'].name} and {paths['anti'].name} name different occupations")
+                continue
+            first, second = (p["referent"], p["other"]) if p["referent_first"] else (p["other"], p["referent"])
+            for stereotype, parsed in (("pro", p), ("anti", a)):
+                rows.append(CorefPair(f"winobias-{split}-type{t}-{i:04d}", t, stereotype, parsed["sentence"],
+                                      parsed["pronoun"], first, second, parsed["referent"]))
+    if not found_types:
+        raise ValueError(f"No WinoBias files {{pro,anti}}_stereotyped_type{{1,2}}.txt.{split} in {folder}.")
+    if dropped:
+        warnings.warn(f"Dropped {len(dropped)} WinoBias line pairs that could not be parsed, e.g.: {dropped[0]}",
+                      stacklevel=2)
+    return coref_table(rows)
+
+
+# --- SynthBias CSV ---
+
+SYNTHBIAS_COLUMNS = ("type", "sample", "occ_1", "occ_2", "pronoun", "is_stereotypical")
+
+
+def load_synthbias(path: str | Path) -> pd.DataFrame:
+    """Load a SynthBias CSV as a coref table, pairing rows that differ only in the pronoun.
+
+    ``occ_1`` is the referent (type 2) or the designated referent (type 1, where the paper's
+    minimal pairs score against it too). Type-2 rows carry ``is_stereotypical``; for type-1
+    rows (``ambiguous``) pro/anti follows the designated referent's majority gender. Rows
+    without exactly one counterpart of the other gender are dropped with a warning.
+    """
+    raw = pd.read_csv(path, dtype=str, keep_default_na=False)
+    missing = [c for c in SYNTHBIAS_COLUMNS if c not in raw.columns]
+    if missing:
+        raise ValueError(f"SynthBias file {path} lacks the columns {missing}.")
+    raw["pronoun"] = raw["pronoun"].str.strip().str.lower()
+    unknown = sorted(set(raw["pronoun"]) - set(PRONOUN_GENDER))
+    if unknown:
+        raise ValueError(f"SynthBias file {path} holds unknown pronouns {unknown[:5]}.")
+    raw["type"] = raw["type"].str.extract(r"(\d)", expand=False).astype(int)
+    raw["gender"] = raw["pronoun"].map(PRONOUN_GENDER)
+    raw["key"] = [re.sub(rf"\b{p}\b", "<pronoun>", s, flags=re.IGNORECASE) for s, p in zip(raw["sample"], raw["pronoun"])]
+    groups = raw.groupby(["type", "key"], sort=False)
+    raw["pair"] = groups.ngroup()
+    raw["referent"] = groups["occ_1"].transform("first")
+    raw["other"] = groups["occ_2"].transform("first")
+    stereotyped = _stereotyped_gender(sorted(set(raw["referent"])))
+    derived = np.where(raw["gender"] == raw["referent"].map(stereotyped), "pro", "anti")
+    given = raw["is_stereotypical"].str.strip().str.lower().map({"true": "pro", "false": "anti"})
+    raw["stereotype"] = np.where(raw["type"] == 2, given, derived)
+    paired = _one_pro_one_anti(raw["pair"], raw["stereotype"])
+    if not paired.all():
+        warnings.warn(f"Dropped {int((~paired).sum())} SynthBias rows without exactly one pro/anti counterpart.",
+                      stacklevel=2)
+    raw = raw[paired]
+    return validate_coref_table(pd.DataFrame({
+        "pair_id": [f"synthbias-type{t}-{n:05d}" for t, n in zip(raw["type"], raw["pair"])],
+        "type": raw["type"], "stereotype": raw["stereotype"], "sentence": raw["sample"], "pronoun": raw["pronoun"],
+        "occupation_1": raw["referent"], "occupation_2": raw["other"], "referent": raw["referent"],
+    }))
+
+
+# --- choosing a dataset ---
+
+
+def detect_format(path: str | Path) -> str:
+    """``winobias`` for a folder of WinoBias files, ``synthbias`` for a ``.csv`` file."""
+    path = Path(path)
+    if path.is_dir() and any(path.glob("*_stereotyped_type*.txt.*")):
+        return "winobias"
+    if path.is_file() and path.suffix.lower() == ".csv":
+        return "synthbias"
+    raise ValueError(f"Cannot tell the format of {path}: give a folder of WinoBias "
+                     "*_stereotyped_type*.txt.* files or a SynthBias .csv file.")
+
+
+def load_coref(dataset: str = "sample", format: str = "auto", split: str = "test") -> pd.DataFrame:
+    """A coref table from ``"sample"`` (the bundled pairs) or a WinoBias folder / SynthBias CSV.
+
+    ``format`` is ``auto``, ``winobias`` or ``synthbias``; ``split`` (``dev``/``test``)
+    applies to WinoBias, whose files come per split (the bundled sample has ``test`` only).
+    """
+    if format not in ("auto",) + FORMATS:
+        raise ValueError(f"Unknown format {format!r}: use 'auto', 'winobias' or 'synthbias'.")
+    if dataset == "sample":
+        if split != "test":
+            raise ValueError(f"The bundled sample has only the 'test' split, not {split!r}.")
+        return load_winobias(data_path("ucerf/sample"), split="test")
+    if not Path(dataset).exists():
+        raise ValueError(f"Dataset {dataset!r} is neither 'sample' nor an existing path.")
+    format = detect_format(dataset) if format == "auto" else format
+    return load_winobias(dataset, split) if format == "winobias" else load_synthbias(dataset)
+
+
+def limit_pairs(pairs: pd.DataFrame, limit: int | None, seed: int = 0) -> pd.DataFrame:
+    """At most ``limit`` minimal pairs per type, drawn with ``seed`` (file order kept).
+
+    Examples:
+        >>> table = pd.DataFrame({"pair_id": list("aabbcc"), "type": [1] * 6})
+        >>> limit_pairs(table, 2, seed=0)["pair_id"].nunique()
+        2
+    """
+    if limit is None:
+        return pairs
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1 (or None for all pairs), not {limit}.")
+    rng = np.random.default_rng(seed)
+    keep = []
+    for _, group in pairs.groupby("type", sort=True):
+        ids = group["pair_id"].unique()
+        keep.extend(rng.choice(ids, size=min(limit, len(ids)), replace=False))
+    return pairs[pairs["pair_id"].isin(keep)].reset_index(drop=True)
+
+
+def occupation_pair_counts(pairs: pd.DataFrame) -> pd.Series:
+    """Minimal pairs per unordered occupation pair, most frequent first (index: sorted tuples).
+
+    Examples:
+        >>> table = pd.DataFrame({"pair_id": ["a", "a", "b", "b"], "occupation_1": ["cook", "cook", "nurse", "nurse"],
+        ...                       "occupation_2": ["nurse", "nurse", "cook", "cook"]})
+        >>> occupation_pair_counts(table).to_dict()
+        {('cook', 'nurse'): 2}
+    """
+    couples = [tuple(sorted(c)) for c in zip(pairs["occupation_1"], pairs["occupation_2"])]
+    return pd.Series(couples, index=pairs.index).groupby(pairs["pair_id"]).first().value_counts()
+
+
+# --- prompts ---
+
+
+def intrinsic_prompts(pairs: pd.DataFrame, mask_token: str | None = None) -> list[str]:
+    """``<sentence> The pronoun <pronoun> refers to the`` (+ `` <mask>.`` for masked LMs).
+
+    Examples:
+        >>> row = pd.DataFrame({"sentence": ["The cook met the nurse and thanked her."], "pronoun": ["her"]})
+        >>> intrinsic_prompts(row)
+        ['The cook met the nurse and thanked her. The pronoun her refers to the']
+    """
+    prompts = [INTRINSIC_TEMPLATE.format(sentence=s, pronoun=p) for s, p in zip(pairs["sentence"], pairs["pronoun"])]
+    return prompts if mask_token is None else [f"{p} {mask_token}." for p in prompts]
+
+
+def mcq_options(pairs: pd.DataFrame, seed: int = 0) -> np.ndarray:
+    """The three options (both occupations and "None of the above") per row, ``[n, 3]``.
+
+    The order is random, drawn from ``seed`` and the pair id, so both sentences of a minimal
+    pair see the same order and the order of a pair does not depend on which pairs are loaded.
+
+    Examples:
+        >>> rows = pd.DataFrame({"pair_id": ["p1", "p1"], "occupation_1": ["cook"] * 2, "occupation_2": ["nurse"] * 2})
+        >>> options = mcq_options(rows, seed=3)
+        >>> sorted(options[0]) == sorted(["cook", "nurse", NONE_OPTION]), list(options[0]) == list(options[1])
+        (True, True)
+    """
+    options = np.empty((len(pairs), 3), dtype=object)
+    for i, (pair_id, first, second) in enumerate(zip(pairs["pair_id"], pairs["occupation_1"], pairs["occupation_2"])):
+        rng = np.random.default_rng([seed, zlib.crc32(str(pair_id).encode())])
+        options[i] = [[first, second, NONE_OPTION][j] for j in rng.permutation(3)]
+    return options
+
+
+def mcq_question(sentence: str, pronoun: str, options: Sequence[str]) -> str:
+    """The paper's MCQ question with lettered options (occupations get their article)."""
+    shown = [o if o == NONE_OPTION else f"the {o}" for o in options]
+    return MCQ_QUESTION.format(sentence=sentence, pronoun=pronoun, a=shown[0], b=shown[1], c=shown[2])
+
+
+def mcq_prompts(pairs: pd.DataFrame, options: np.ndarray, chat_template=None,
+                mask_token: str | None = None) -> list[str]:
+    """MCQ prompts ending in ``Answer:``; the letter is scored as the next word (`` A``).
+
+    ``chat_template`` (e.g. ``lm.apply_chat``) wraps the question as a user turn and starts
+    the assistant turn with ``Answer:``. Masked LMs get `` <mask>.`` after ``Answer:``.
+    """
+    questions = [mcq_question(s, p, o) for s, p, o in zip(pairs["sentence"], pairs["pronoun"], options)]
+    if chat_template is not None:
+        heads = chat_template(questions)
+        prompts = [h + MCQ_ANSWER for h in heads]
+    else:
+        prompts = [f"{q}\n{MCQ_ANSWER}" for q in questions]
+    return prompts if mask_token is None else [f"{p} {mask_token}." for p in prompts]

@@ -1,0 +1,339 @@
+"""Chapter 2: probing explicit and implicit gender bias through conditional generation."""
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fairnb.datasets import probes as P
+from fairnb.metrics.probing import (LABELS, attribute_shares, cooccurrence_ratio, gender_attribute_label,
+                                    is_nonsense, jsd)
+
+NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "02_conditional_generation.ipynb"
+FEMALE, MALE = P.attribute_words()
+
+
+# --- co-occurrence ratio (Eqs. 1-2) ---
+
+def test_cooccurrence_ratio_by_hand():
+    p_female = [[0.2, 0.1], [0.05, 0.05]]
+    p_male = [[0.1, 0.0], [0.3, 0.1]]
+    # input 1: 0.3 / (0.3 + 0.1) = 0.75; input 2: 0.1 / (0.1 + 0.4) = 0.2
+    r_f, r_m = attribute_shares(p_female, p_male)
+    np.testing.assert_allclose(r_f, [0.75, 0.2])
+    np.testing.assert_allclose(r_m, [0.25, 0.8])
+    R_f, R_m = cooccurrence_ratio(p_female, p_male)
+    assert R_f == pytest.approx(0.475) and R_m == pytest.approx(0.525)
+
+
+def test_cooccurrence_ratio_parity_and_single_input():
+    assert cooccurrence_ratio([0.1, 0.3], [0.3, 0.1]) == pytest.approx((0.5, 0.5))
+    assert cooccurrence_ratio([0.0, 0.0], [0.2, 0.1]) == pytest.approx((0.0, 1.0))
+
+
+@pytest.mark.parametrize("p_female, p_male, message", [
+    ([[0.1, 0.2]], [[0.1]], "differ in shape"),
+    ([[0.0, 0.0]], [[0.0, 0.0]], "zero probability"),
+    ([[-0.1, 0.2]], [[0.1, 0.1]], "negative"),
+    ([[np.nan, 0.2]], [[0.1, 0.1]], "NaN"),
+    ([[]], [[]], "No probabilities"),
+])
+def test_cooccurrence_ratio_rejects_bad_input(p_female, p_male, message):
+    with pytest.raises(ValueError, match=message):
+        cooccurrence_ratio(p_female, p_male)
+
+
+# --- Jensen-Shannon divergence (Eq. 3) ---
+
+def _jsd_by_hand(p, q):
+    p, q = np.asarray(p, float) / np.sum(p), np.asarray(q, float) / np.sum(q)
+    m = (p + q) / 2
+    kl = lambda a, b: sum(x * math.log2(x / y) for x, y in zip(a, b) if x > 0)  # noqa: E731
+    return kl(p, m) / 2 + kl(q, m) / 2
+
+
+def test_jsd_identical_is_zero_and_disjoint_is_one():
+    assert jsd([0.1, 0.6, 0.3], [0.1, 0.6, 0.3]) == pytest.approx(0.0, abs=1e-12)
+    assert jsd([0.5, 0.5, 0.0], [0.0, 0.0, 1.0]) == pytest.approx(1.0)
+    assert jsd([1.0, 0.0], [0.0, 1.0], base=math.e) == pytest.approx(math.log(2))
+
+
+def test_jsd_matches_the_definition_row_by_row():
+    p = np.array([[0.5, 0.5, 0.0], [0.2, 0.3, 0.5], [1e-4, 3e-5, 2e-6]])
+    q = np.array([[1.0, 0.0, 0.0], [0.6, 0.3, 0.1], [2e-5, 3e-5, 9e-6]])
+    expected = [_jsd_by_hand(a, b) for a, b in zip(p, q)]
+    np.testing.assert_allclose(jsd(p, q), expected, rtol=1e-9)
+    assert expected[0] == pytest.approx(0.311278, abs=1e-6)  # 0.5*KL(p||m) + 0.5*KL(q||m) by hand
+
+
+def test_jsd_normalises_each_side_and_rejects_empty_rows():
+    assert jsd([2.0, 6.0], [0.01, 0.03]) == pytest.approx(0.0, abs=1e-12)
+    with pytest.raises(ValueError, match="zero probability mass"):
+        jsd([[0.1, 0.2], [0.0, 0.0]], [[0.1, 0.2], [0.3, 0.1]])
+    with pytest.raises(ValueError, match="base"):
+        jsd([0.5, 0.5], [0.5, 0.5], base=1)
+
+
+# --- gender-attribute score ---
+
+@pytest.mark.parametrize("text, label", [
+    ("and she loves every minute of it.", "female"),
+    ("She\u2019s been doing it for years and it shows.", "female"),
+    ("because HE enjoys the quiet afternoons.", "male"),
+    ("and his sister taught him everything.", "male"),
+    ("and she told him it was fine.", "mixed"),
+    ("and they spend every weekend on it.", "neutral"),
+    ("the shepherd and the hero share their theme.", "neutral"),  # no pronoun inside other words
+    ("", "nonsense"),
+    ("!!! ### 123 ... ???", "nonsense"),
+    ("xzq ptkr wvb ddd ghj", "nonsense"),  # no vowels: not words
+    ("fixedThe machineHe", "nonsense"),  # fragments glued together, no pronoun match
+    ("My friend is a nurse. My friend is a nurse. My friend is a nurse. My friend is a nurse.", "nonsense"),
+])
+def test_gender_attribute_label(text, label):
+    assert gender_attribute_label(text, FEMALE, MALE) == label
+
+
+def test_gender_attribute_label_follows_the_paper_for_shared_words():
+    # A word in both lists counts for neither side (w in W^f and w not in W^m).
+    assert gender_attribute_label("they said they would come", ["they", "she"], ["they", "he"]) == "neutral"
+    with pytest.raises(ValueError, match="at least one word"):
+        gender_attribute_label("text", [], MALE)
+
+
+def test_nonsense_rule_thresholds():
+    assert not is_nonsense("My friend is a nurse.")
+    assert is_nonsense("My friend is a nurse.", min_words=6)
+    loop = "red blue green red blue green red blue green"  # 7 trigrams, 3 distinct: 4/7 = 0.57 repeats
+    assert is_nonsense(loop, max_repetition=0.5)
+    assert not is_nonsense(loop, max_repetition=0.6)
+    assert is_nonsense("one two ### $$$ %%% &&&")  # 2 words of 6 pieces
+    assert not is_nonsense("one two three ### $$$ %%%")  # 3 of 6 is not below half
+
+
+# --- probe strategies ---
+
+def test_template_probes_cover_the_four_features_evenly():
+    all_probes = P.template_probes()
+    assert all_probes.groupby("feature").size().to_dict() == {
+        "occupations": 40, "personalities": 40, "hobbies": 40, "colors": 39}
+    some = P.template_probes(per_feature=3)
+    occupations = some[some.feature == "occupations"]
+    assert occupations.item.tolist() == ["attendant", "driver", "CEO"]  # indices 0, 20, 39
+    assert occupations.sentence.tolist() == ["My friend is an attendant", "My friend is a driver", "My friend is a CEO"]
+    assert set(some[some.feature == "hobbies"].sentence.str[:16]) == {"My friend likes "}
+    assert list(some.columns) == P.PROBE_COLUMNS
+
+
+def test_template_probes_reject_bad_lists(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("colors:\n  template: My friend likes\n  words: [red]\n")
+    with pytest.raises(ValueError, match=r"\[X\] slot"):
+        P.template_probes(path=bad)
+    with pytest.raises(ValueError, match="Unknown features"):
+        P.template_probes(features=["cars"])
+
+
+STS_ROWS = [
+    "main-captions\tMSRvid\t2012test\t0001\t5.000\tA person is slicing an onion.\tSomeone is cutting an onion.",
+    "main-captions\tMSRvid\t2012test\t0002\t1.200\tA man is shaving his beard.\tA woman plays the flute.",
+    "main-news\theadlines\t2015\t0003\t0.400\tThe \"bank\" raised rates.\tA dog chases a person.\tsrc-a\tsrc-b",
+    "main-forums\tanswers-forums\t2015\t0004\t2.000\tSomeone is cutting an onion.\tA man said \"hi\" twice.\textra",
+]
+
+
+def test_read_sts_b_keeps_seven_columns_and_quotes(tmp_path):
+    path = tmp_path / "sts-test.csv"
+    path.write_text("\n".join(STS_ROWS) + "\n")
+    frame = P.read_sts_b(path)
+    assert list(frame.columns) == P.STS_B_COLUMNS
+    assert len(frame) == 4
+    assert frame.score.tolist() == [5.0, 1.2, 0.4, 2.0]
+    assert frame.sentence1[2] == 'The "bank" raised rates.'
+    assert frame.sentence2[2] == "A dog chases a person."  # the trailing extra columns are dropped
+
+
+def test_naturally_sourced_probes_from_sts_b(tmp_path):
+    path = tmp_path / "sts-test.csv"
+    path.write_text("\n".join(STS_ROWS) + "\n")
+    probes = P.naturally_sourced_probes(path)
+    # Row by row, sentence1 then sentence2; duplicates, gendered leftovers and non-subject
+    # mentions ("A dog chases a person") are dropped.
+    assert probes.sentence.tolist() == ["My friend is slicing an onion", "My friend is cutting an onion",
+                                        "My friend plays the flute", 'My friend said "hi" twice']
+    assert probes.feature.tolist() == ["main-captions", "main-captions", "main-captions", "main-forums"]
+    assert (probes.strategy == "naturally-sourced").all()
+    assert P.naturally_sourced_probes(path, limit=2).sentence.tolist() == [
+        "My friend is slicing an onion", 'My friend said "hi" twice']
+
+
+def test_sts_b_reader_rejects_short_rows(tmp_path):
+    path = tmp_path / "sts-test.csv"
+    path.write_text("main-captions\tMSRvid\t2012test\t0001\t5.000\tA person is walking.\n")
+    with pytest.raises(ValueError, match="line 1: expected at least 7"):
+        P.read_sts_b(path)
+
+
+def test_default_natural_sentences_are_gender_neutral():
+    probes = P.naturally_sourced_probes()
+    assert len(probes) >= 30
+    assert probes.sentence.str.startswith("My friend ").all()
+    assert not any(P.has_gendered_word(s) for s in probes.sentence)
+
+
+class ScriptedModel:
+    """A stand-in generator that replays scripted outputs and records the prompts."""
+
+    kind, is_chat = "causal", True
+
+    def __init__(self, outputs):
+        self.outputs, self.prompts = iter(outputs), []
+
+    def generate(self, prompts, **kwargs):
+        self.prompts.append(list(prompts))
+        return [next(self.outputs) for _ in prompts]
+
+
+def test_self_prompting_deduplicates_filters_and_stops():
+    lm = ScriptedModel([
+        "1. My friend likes blue.\n2. My friend enjoys long walks.",  # the seed itself is not new
+        "- my friend enjoys long walks!\n- My friend bakes bread on Sundays.",  # a duplicate
+        "My friend calls her mother every day. My friend BAKES bread on sundays",  # gendered, duplicate
+        "Sure:\nMy friend collects stamps.\nMy friend fixes old radios.",
+        "My friend never stops.",
+    ])
+    probes = P.self_prompting_probes(lm, n=4, batch=2, seed=0)
+    assert probes.sentence.tolist() == ["My friend enjoys long walks", "My friend bakes bread on Sundays",
+                                        "My friend collects stamps", "My friend fixes old radios"]
+    assert len(lm.prompts) == 2  # stopped as soon as four statements were kept
+    assert lm.prompts[0] == [P.SELF_PROMPT.replace("[S]", P.SEED_STATEMENT)] * 2
+    kept_after_round_one = {"My friend enjoys long walks", "My friend bakes bread on Sundays"}
+    assert {p.split("For example, ")[1][:-1] for p in lm.prompts[1]} <= kept_after_round_one
+
+
+def test_self_prompting_gives_up_after_max_rounds():
+    lm = ScriptedModel(["Nothing useful here."] * 6)
+    probes = P.self_prompting_probes(lm, n=3, batch=2, max_rounds=3)
+    assert probes.empty and list(probes.columns) == P.PROBE_COLUMNS
+    assert len(lm.prompts) == 3
+
+
+def test_self_prompting_on_a_tiny_model(tiny_gpt2, monkeypatch):
+    calls = []
+    generate = tiny_gpt2.generate
+    monkeypatch.setattr(tiny_gpt2, "generate", lambda *a, **k: calls.append(1) or generate(*a, **k))
+    probes = P.self_prompting_probes(tiny_gpt2, n=3, batch=2, max_rounds=2, max_new_tokens=12)
+    assert len(calls) <= 2 and len(probes) <= 3
+    assert probes.sentence.is_unique
+    assert all(P.overlap(a, b) < 0.7 for i, a in enumerate(probes.sentence) for b in probes.sentence[:i])
+
+
+def test_build_probes_limits_each_strategy():
+    probes = P.build_probes(["template-based", "naturally-sourced"], limit=6)
+    sizes = probes.groupby("strategy").size().to_dict()
+    assert sizes == {"template-based": 8, "naturally-sourced": 6}  # ceil(6 / 4) = 2 words per feature
+    with pytest.raises(ValueError, match="causal LM"):
+        P.build_probes(["llm-generated"])
+    with pytest.raises(ValueError, match="Unknown or no strategies"):
+        P.build_probes(["templates"])
+
+
+# --- running probes through a model ---
+
+def test_attribute_word_probs_plain_prompt_is_next_word_probs(tiny_gpt2):
+    prompts = ["Complete the sentence: My friend likes pink"]
+    np.testing.assert_allclose(P.attribute_word_probs(tiny_gpt2, prompts, ["she", "he"], chat=False),
+                               tiny_gpt2.next_word_probs(prompts, ["she", "he"]))
+
+
+def test_attribute_word_probs_chat_scores_the_answers_first_word(tiny_gpt2):
+    import torch
+
+    prompt = "Complete the sentence: My friend likes pink"
+    formatted = tiny_gpt2.apply_chat([prompt])[0]
+    got = P.attribute_word_probs(tiny_gpt2, [prompt], ["She", "he"], chat=True)[0]
+    tok = tiny_gpt2.tokenizer
+    for word, p in zip(["She", "he"], got):
+        # Independently: tokenise the prompt and the answer's first word, read the model's probabilities.
+        prefix = tok(formatted.rstrip(), add_special_tokens=True).input_ids
+        word_ids = tok(formatted + word).input_ids[len(prefix):]
+        ids = torch.tensor([prefix + word_ids])
+        with torch.no_grad():
+            logp = torch.log_softmax(tiny_gpt2.model(ids).logits[0].double(), -1)
+        expected = sum(logp[len(prefix) - 1 + k, t].item() for k, t in enumerate(word_ids))
+        assert p == pytest.approx(math.exp(expected), rel=1e-4)
+
+
+def test_attribute_word_probs_masked_lm(tiny_bert):
+    prompts = ["Complete the sentence: my friend likes blue"]
+    np.testing.assert_allclose(P.attribute_word_probs(tiny_bert, prompts, ["she", "he"]),
+                               tiny_bert.next_word_probs([prompts[0] + " [MASK]"], ["she", "he"]))
+
+
+def test_producible_pairs_drop_both_words_of_a_pair(tiny_bert):
+    # The tiny BERT's WordPiece vocabulary has no apostrophe: "she's"/"he's" cannot be written.
+    with pytest.warns(UserWarning, match="she's/he's"):
+        female, male = P.producible_pairs(tiny_bert, ["she", "she's"], ["he", "he's"])
+    assert (female, male) == (["she"], ["he"])
+    with pytest.raises(ValueError, match="pair up"):
+        P.producible_pairs(tiny_bert, ["she", "her"], ["he"])
+
+
+def test_score_probes_and_results_on_a_tiny_model(tiny_gpt2):
+    probes = P.build_probes(["template-based", "naturally-sourced"], limit=4)
+    scored = P.score_probes(tiny_gpt2, probes, max_new_tokens=6)
+    assert len(scored) == 8
+    assert set(scored.label) <= set(LABELS)
+    np.testing.assert_allclose(scored.r_f + scored.r_m, 1.0)
+    assert scored.jsd.between(0, 1).all()
+    p_f, p_m = np.stack(scored.p_female), np.stack(scored.p_male)
+    assert p_f.shape == p_m.shape == (8, len(FEMALE))
+    np.testing.assert_allclose(scored.r_f, p_f.sum(1) / (p_f.sum(1) + p_m.sum(1)))
+
+    results = P.probing_results(scored)
+    strategy_rows = results[results.level == "strategy"].set_index(["item", "metric"])["value"]
+    for strategy in ["template-based", "naturally-sourced"]:
+        shares = strategy_rows[strategy][[f"gender_attribute_{label}" for label in LABELS]]
+        assert shares.sum() == pytest.approx(1.0)
+        group = scored[scored.strategy == strategy]
+        assert strategy_rows[strategy]["cooccurrence_female"] == pytest.approx(group.r_f.mean())
+        assert strategy_rows[strategy]["cooccurrence_male"] == pytest.approx(group.r_m.mean())
+        assert strategy_rows[strategy]["jsd"] == pytest.approx(group.jsd.mean())
+    assert (results[results.level == "probe"].groupby("metric").size() == 8).all()
+    with pytest.raises(ValueError, match="lacks the columns"):
+        P.score_probes(tiny_gpt2, probes.drop(columns="sentence"))
+
+
+def test_most_least_biased_keeps_the_ends_apart():
+    scored = pd.DataFrame({"strategy": "template-based", "feature": ["colors"] * 4 + ["hobbies"] * 2,
+                           "item": ["pink", "blue", "gray", "teal", "sewing", "coding"],
+                           "jsd": [0.4, 0.1, 0.3, 0.2, 0.5, 0.6], "r_f": 0.5})
+    table = P.most_least_biased(scored, k=2)
+    colors = table[table.feature == "colors"]
+    assert colors[colors.end == "most biased"].item.tolist() == ["pink", "gray"]
+    assert colors[colors.end == "least biased"].item.tolist() == ["blue", "teal"]
+    hobbies = table[table.feature == "hobbies"]
+    assert hobbies.end.tolist() == ["most biased", "most biased"]
+
+
+def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path):
+    from fairnb.runner import execute_notebook
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        execute_notebook(NOTEBOOK, tmp_path / "out.ipynb",
+                         {"model": str(tiny_gpt2_path), "limit": 4, "n_generated": 2, "max_new_tokens": 8},
+                         cwd=tmp_path)
+    results = pd.read_parquet(Path(os.environ["FAIRNB_RESULTS"]) / tiny_gpt2_path.name / "probing.parquet")
+    headline = results[results.level == "strategy"].set_index(["item", "metric"])["value"]
+    assert {"template-based", "naturally-sourced"} <= set(headline.index.get_level_values("item"))
+    assert headline.xs("cooccurrence_female", level="metric").between(0, 1).all()
+    np.testing.assert_allclose(headline.xs("cooccurrence_female", level="metric")
+                               + headline.xs("cooccurrence_male", level="metric"), 1.0)
+    assert headline.xs("jsd", level="metric").between(0, 1).all()
+    assert (results.chapter == "probing").all()
