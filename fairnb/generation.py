@@ -69,6 +69,12 @@ def generate(
     rows = tok(list(prompts), add_special_tokens=special_tokens).input_ids
     if prefix_embeds is not None and prefix_embeds.dim() == 3 and prefix_embeds.shape[0] != len(rows):
         raise ValueError(f"prefix_embeds holds {prefix_embeds.shape[0]} prefixes for {len(rows)} prompts.")
+    context = getattr(lm.model.config, "max_position_embeddings", None) or getattr(lm.model.config, "n_positions", None)
+    extra = max_new_tokens + (0 if prefix_embeds is None else prefix_embeds.shape[-2])
+    too_long = [i for i, r in enumerate(rows) if context and len(r) + extra > context]
+    if too_long:
+        raise ValueError(f"Prompt {too_long[0]} has {len(rows[too_long[0]])} tokens: with {extra} more it "
+                         f"exceeds the model's context of {context} tokens.")
     texts: list[str] = [""] * len(rows)
     kwargs = sampling_kwargs(temperature, top_k, top_p)
     batch_size = max(1, lm.batch_size // 2)

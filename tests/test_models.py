@@ -131,6 +131,8 @@ def test_bad_inputs_fail_early(tiny_gpt2, tiny_bert):
         tiny_bert.continuation_logprobs(["the"], [" cat"])
     with pytest.raises(ValueError, match="max_new_tokens"):
         tiny_gpt2.generate(PROMPTS, max_new_tokens=0)
+    with pytest.raises(ValueError, match="exceeds the model's context of 1024"):
+        tiny_gpt2.generate(["she " * 1020], max_new_tokens=10)
 
 
 def test_disk_cache_returns_identical_arrays(tiny_gpt2_path):

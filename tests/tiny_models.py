@@ -36,7 +36,7 @@ def build_tiny_gpt2(folder: Path, seed: int = 0) -> Path:
                                    eos_token="<|endoftext|>", unk_token="<|endoftext|>")
     fast.chat_template = CHAT_TEMPLATE
     torch.manual_seed(seed)
-    config = GPT2Config(vocab_size=len(fast), n_positions=256, n_embd=32, n_layer=2, n_head=2,
+    config = GPT2Config(vocab_size=len(fast), n_positions=1024, n_embd=32, n_layer=2, n_head=2,
                         bos_token_id=fast.bos_token_id, eos_token_id=fast.eos_token_id)
     model = GPT2LMHeadModel(config)
     with torch.no_grad():  # sharper logits than the default init, so greedy text is not all ties

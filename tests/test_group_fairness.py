@@ -1,0 +1,312 @@
+"""Chapter 4: GFair schema and loaders, task parsing, scorers, group-fairness statistics, notebook."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import scikit_posthocs as sp
+from scipy.stats import kruskal, rankdata
+
+from fairnb.datasets import (GFairSchema, attributes_by_dimension, holisticbias_targets, load_schema,
+                             sample_triples, sbic_attributes)
+from fairnb.datasets.gfair import strip_group_rule, strip_group_spacy
+from fairnb.metrics import group_fairness as gf
+from fairnb.scorers import (HFClassifierScorer, NegativeSentiment, ProfanityToxicity, RefusalDetector,
+                            VaderSentiment, group_fairness_scorers)
+from fairnb.tasks import generate_outputs, parse_sentence, score_outputs, task_prompts
+
+NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "04_group_fairness.ipynb"
+
+
+# --- schema and sampling --------------------------------------------------------------------
+
+def test_product_sizes_and_seeded_sampling():
+    schema = load_schema()
+    full = sample_triples(schema)
+    assert len(full) == sum(len(schema.targets[d]) * len(schema.attributes[d]) for d in schema.dimensions)
+    assert not full.duplicated().any()
+
+    a = sample_triples(schema, 3, 4, seed=7)
+    assert len(a) == 10 * 3 * 4
+    for code, group in a.groupby("dimension"):
+        assert group.target.nunique() == 3 and group.attribute.nunique() == 4
+        # a full product: every drawn target meets every drawn attribute
+        assert len(group.drop_duplicates(["target", "attribute"])) == 12
+        assert set(group.target) <= set(schema.targets[code])
+    pd.testing.assert_frame_equal(a, sample_triples(schema, 3, 4, seed=7))
+    assert not a.equals(sample_triples(schema, 3, 4, seed=8))
+    # a dimension's draw does not depend on which other dimensions are drawn
+    only_so = sample_triples(schema, 3, 4, dimensions=["SO"], seed=7)
+    pd.testing.assert_frame_equal(only_so, a[a.dimension == "SO"].reset_index(drop=True))
+    limited = sample_triples(schema, 3, 4, seed=7, limit=5)
+    assert limited.groupby("dimension").size().eq(5).all()
+    assert len(limited.merge(a)) == len(limited)  # a subset of the unlimited draw
+
+
+def test_sampling_and_schema_errors(tmp_path):
+    schema = load_schema()
+    with pytest.raises(ValueError, match="at least 1"):
+        sample_triples(schema, 0, 2)
+    with pytest.raises(ValueError, match="no data for the dimensions"):
+        sample_triples(schema, dimensions=["XX"])
+    with pytest.raises(ValueError, match="Unknown dimension codes"):
+        GFairSchema({"XX": ("a",)}, {"XX": ("b",)})
+    bad = tmp_path / "schema.yaml"
+    bad.write_text("AG:\n  targets: [young]\n")
+    with pytest.raises(ValueError, match="'targets' and 'attributes'"):
+        load_schema(bad)
+
+
+def test_holisticbias_loader(tmp_path):
+    descriptors = {
+        "age": {"young": ["young", {"descriptor": "fortysomething", "preference": "reviewed"}], "old": ["elderly"]},
+        "sexual_orientation": {"gay": ["gay", "Gay"]},
+        "nonce": {"nonce": ["blicket"]},
+        "characteristics": {"work": ["unemployed"]},
+    }
+    path = tmp_path / "descriptors.json"
+    path.write_text(json.dumps(descriptors))
+    targets = holisticbias_targets(path)
+    assert targets == {"AG": ("young", "fortysomething", "elderly"), "SO": ("gay",)}
+    extended = load_schema().extend(targets=targets)
+    assert extended.targets["AG"] == load_schema().targets["AG"] + ("fortysomething",)
+    path.write_text(json.dumps({"nonce": ["blicket"]}))
+    with pytest.raises(ValueError, match="none of the axes"):
+        holisticbias_targets(path)
+
+
+def test_sbic_loader_rule(tmp_path):
+    csv = tmp_path / "sbic.csv"
+    pd.DataFrame({
+        "targetMinority": ["middle-aged folks", "gay men", "jewish folks", "victims", "asian folks", "poor folks"],
+        "targetCategory": ["social", "gender", "culture", "victim", "race", "social"],
+        "targetStereotype": ["middle-aged folks stink", "gay men are dramatic", "Jews are greedy.",
+                             "victims lie", None, "poor people stink"],
+        "post": ["", "", "", "", "", ""],
+    }).to_csv(csv, index=False)
+    table = sbic_attributes(csv, nlp=None)
+    assert table[["dimension", "attribute"]].values.tolist() == [
+        ["AG", "stink"], ["SO", "are dramatic"], ["RG", "are greedy"], ["SC", "stink"]]
+    assert attributes_by_dimension(table)["SO"] == ("are dramatic",)
+    csv.write_text("targetMinority,targetStereotype\nwomen,women are bad drivers\n")
+    with pytest.raises(ValueError, match="targetCategory"):
+        sbic_attributes(csv, nlp=None)
+
+
+def test_strip_rule_keeps_sentences_without_group():
+    assert strip_group_rule("are a burden", "disabled folks") == "are a burden"
+    assert strip_group_rule("those deaf people can't hold a job", "deaf folks") == "can't hold a job"
+
+
+def test_sbic_spacy_path_removes_subject_chunk():
+    spacy = pytest.importorskip("spacy")
+    from spacy.tokens import Doc
+
+    vocab = spacy.blank("en").vocab
+    parses = {
+        "middle-aged folks stink": Doc(vocab, words=["middle-aged", "folks", "stink"], pos=["ADJ", "NOUN", "VERB"],
+                                       deps=["amod", "nsubj", "ROOT"], heads=[1, 2, 2]),
+        "they hate old people": Doc(vocab, words=["they", "hate", "old", "people"], pos=["PRON", "VERB", "ADJ", "NOUN"],
+                                    deps=["nsubj", "ROOT", "amod", "dobj"], heads=[1, 1, 3, 1]),
+    }
+    assert strip_group_spacy("middle-aged folks stink", parses.get) == "stink"
+    # only the subject chunk goes, the object chunk stays
+    assert strip_group_spacy("they hate old people", parses.get) == "hate old people"
+
+
+# --- tasks --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, expected", [
+    ("SENTENCE: Old people are wise.", "Old people are wise."),
+    ("Here you go.\nSENTENCE: Deaf people cook.\nHope it helps!", "Deaf people cook."),
+    ("sentence: first\nSENTENCE: second", "second"),
+    ('**SENTENCE:** "Rich people travel."', "Rich people travel."),
+    ("SENTENCE:\n\nTall people read.", "Tall people read."),
+    ("Tall people read.\nNo prefix here.", None),
+    ("This sentence: has no prefix at the line start.", None),
+    ("", None),
+])
+def test_parse_sentence(text, expected):
+    assert parse_sentence(text) == expected
+
+
+def test_task_prompts_fill_both_slots():
+    triples = pd.DataFrame({"dimension": ["AG"], "target": ["elderly"], "attribute": ["are stubborn"]})
+    for task in ("statement_organisation", "grammar_correction", "situation_description", "gf_think"):
+        prompt = task_prompts(triples, task)[0]
+        assert "elderly" in prompt and "are stubborn" in prompt and "SENTENCE:" in prompt
+    with pytest.raises(ValueError, match="Unknown task"):
+        task_prompts(triples, "summarise")
+    with pytest.raises(ValueError, match="lack the columns"):
+        task_prompts(triples.drop(columns="attribute"))
+
+
+def test_generate_and_score_on_tiny_model(tiny_gpt2_path):
+    from fairnb import load_model
+
+    tiny_gpt2 = load_model(str(tiny_gpt2_path), device="cpu", use_cache=False)
+    triples = sample_triples(load_schema(), 1, 2, dimensions=["AG", "SO"])
+    out = generate_outputs(tiny_gpt2, triples, max_new_tokens=6)
+    assert len(out) == 4 and out.output.map(type).eq(str).all()
+    assert (out.text == out.sentence.where(out.sentence.notna(), out.output.str.strip())).all()
+
+    def constant(value):
+        return lambda texts: np.full(len(texts), value)
+
+    def seen(store):
+        return lambda texts: store.extend(texts) or np.zeros(len(texts))
+
+    on_output, on_text = [], []
+    scored = score_outputs(out, {"declination": seen(on_output), "toxicity": seen(on_text), "x": constant(0.5)})
+    assert on_output == list(out.output) and on_text == list(out.text)
+    assert scored.x.eq(0.5).all()
+
+    gf_out = generate_outputs(tiny_gpt2, triples, "gf_think", max_new_tokens=8, answer_tokens=5)
+    assert gf_out.output.str.contains("SENTENCE:").all()  # the second stage appended the marker
+
+
+def test_base_models_get_the_answer_start(tiny_gpt2_path):
+    from fairnb import load_model
+
+    base = load_model(str(tiny_gpt2_path), device="cpu", use_cache=False)
+    base.tokenizer.chat_template = None
+    assert not base.is_chat
+    triples = sample_triples(load_schema(), 1, 1, dimensions=["AG", "RG"])
+    out = generate_outputs(base, triples, max_new_tokens=4)
+    assert out.output.str.startswith("SENTENCE:").all()
+    gf_out = generate_outputs(base, triples, "gf_think", max_new_tokens=4, answer_tokens=3)
+    assert gf_out.output.str.startswith("1.").all() and gf_out.output.str.contains("\nSENTENCE:").all()
+
+
+def test_generation_needs_a_causal_model(tiny_bert):
+    with pytest.raises(ValueError, match="causal LM"):
+        generate_outputs(tiny_bert, sample_triples(load_schema(), 1, 1, dimensions=["AG"]))
+
+
+# --- scorers ------------------------------------------------------------------------------
+
+def test_offline_scorers_on_texts_of_known_polarity():
+    toxic = ProfanityToxicity()(["You are a fucking idiot.", "Have a lovely day with your family."])
+    assert toxic[0] > 0.8 and toxic[1] < 0.2
+    polarity = VaderSentiment()(["I love this wonderful, kind idea.", "They are awful, hateful and disgusting."])
+    assert polarity[0] > 0.5 and polarity[1] < -0.5
+    assert NegativeSentiment()(["I love this.", "This is terrible.", "The bus leaves at noon."]).tolist() == [0, 1, 0]
+    refusals = RefusalDetector()(["I\u2019m sorry, but I can't assist with that.",
+                                  "It is inappropriate and offensive to say so.", "SENTENCE: Old people garden."])
+    assert refusals.tolist() == [1.0, 1.0, 0.0]
+    with pytest.raises(ValueError, match="sentiment scorer needs a name"):
+        group_fairness_scorers(sentiment="")
+
+
+def test_hf_classifier_scorer_matches_manual_softmax(tiny_bert_path, tmp_path):
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert_path)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32, num_labels=3,
+                        id2label={0: "negative", 1: "neutral", 2: "positive"},
+                        label2id={"negative": 0, "neutral": 1, "positive": 2})
+    classifier = BertForSequenceClassification(config).eval()
+    with torch.no_grad():
+        classifier.classifier.weight.mul_(50)
+    classifier.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    texts = ["the nurse said that she was tired", "he bought bread", "I agree", "the capital of France"]
+    with torch.no_grad():
+        probs = torch.softmax(classifier(**tokenizer(texts, return_tensors="pt", padding=True)).logits, -1).numpy()
+
+    prob_negative = HFClassifierScorer(str(tmp_path), "negative", device="cpu")(texts)
+    np.testing.assert_allclose(prob_negative, probs[:, 0], atol=1e-5)
+    is_negative = HFClassifierScorer(str(tmp_path), "NEGATIVE", argmax=True, device="cpu")(texts)
+    np.testing.assert_array_equal(is_negative, (probs.argmax(1) == 0).astype(float))
+    with pytest.raises(ValueError, match="no label 'toxic'"):
+        HFClassifierScorer(str(tmp_path), "toxic", device="cpu")(texts)
+
+
+# --- statistics -----------------------------------------------------------------------------
+
+@pytest.fixture
+def one_group_apart():
+    rng = np.random.default_rng(0)
+    groups = {"AB": rng.uniform(0, 0.3, 12), "AG": rng.uniform(0, 0.3, 12), "SO": rng.uniform(0.6, 0.9, 12),
+              "SC": rng.uniform(0, 0.3, 12)}
+    return pd.DataFrame([(g, v) for g, values in groups.items() for v in values], columns=["dimension", "toxicity"])
+
+
+def test_kruskal_nemenyi_against_scipy_and_hand_ranks(one_group_apart):
+    h, p, matrix = gf.kruskal_nemenyi(one_group_apart, "toxicity", "dimension")
+    samples = [g.toxicity.to_numpy() for _, g in one_group_apart.groupby("dimension", sort=False)]
+    assert (h, p) == pytest.approx(tuple(kruskal(*samples)))
+    # without ties H = 12 / (N (N + 1)) sum_g n_g (rbar_g - (N + 1) / 2)^2
+    ranks = rankdata(one_group_apart.toxicity)
+    n = len(ranks)
+    by_group = pd.Series(ranks).groupby(one_group_apart.dimension.to_numpy())
+    hand = 12 / (n * (n + 1)) * sum(len(r) * (r.mean() - (n + 1) / 2) ** 2 for _, r in by_group)
+    assert h == pytest.approx(hand)
+    expected = sp.posthoc_nemenyi(one_group_apart, val_col="toxicity", group_col="dimension")
+    pd.testing.assert_frame_equal(matrix, expected.loc[matrix.index, matrix.columns])
+    assert list(matrix.index) == ["AB", "AG", "SO", "SC"]
+    # SO is the one that differs: every significant pair involves it
+    pairs = gf.significant_pairs(matrix)
+    assert pairs and all("SO" in pair for pair in pairs)
+    assert matrix.loc["AB", "AG"] > 0.05
+    assert gf.share_significant(matrix) == pytest.approx(len(pairs) / 6)
+
+
+def test_kruskal_nemenyi_edge_cases(one_group_apart):
+    flat = one_group_apart.assign(toxicity=0.0)
+    h, p, matrix = gf.kruskal_nemenyi(flat, "toxicity", "dimension")
+    assert np.isnan(h) and np.isnan(p) and np.diag(matrix).tolist() == [1.0] * 4
+    with pytest.raises(ValueError, match="at least two groups"):
+        gf.kruskal_nemenyi(one_group_apart[one_group_apart.dimension == "SO"], "toxicity", "dimension")
+    with pytest.raises(ValueError, match="lacks the columns"):
+        gf.kruskal_nemenyi(one_group_apart, "sentiment", "dimension")
+
+
+def test_target_std_and_tidy_results():
+    answers = pd.DataFrame({
+        "task": "statement_organisation",
+        "dimension": ["AG"] * 6 + ["SO"] * 6,
+        "target": ["young", "young", "old", "old", "mid", "mid"] + ["gay", "gay", "straight", "straight", "bi", "bi"],
+        "toxicity": [0.1, 0.3, 0.5, 0.7, 0.2, 0.2, 0.4, 0.4, 0.4, 0.4, 0.4, 0.4],
+        "negative_sentiment": [1, 0, 1, 1, 0, 0, 0, 0, 0, 1, 1, 1],
+        "declination": [0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0],
+    })
+    std = gf.target_std(answers, "toxicity")
+    assert std["AG"] == pytest.approx(np.std([0.2, 0.6, 0.2], ddof=1)) and std["SO"] == pytest.approx(0)
+    results = gf.tidy_results(answers)
+    assert not results.duplicated(["item", "metric"]).any()
+    row = results.set_index(["item", "metric"]).value
+    assert row["statement_organisation/AG", "toxicity"] == pytest.approx(1 / 3)
+    assert row["statement_organisation/SO", "negative_sentiment"] == pytest.approx(0.5)
+    assert row["statement_organisation/AG", "declination_target_std"] == pytest.approx(np.std([0, 0, 0.5], ddof=1))
+    h, p, _ = gf.kruskal_nemenyi(answers, "toxicity", "dimension")
+    assert row["statement_organisation/all", "toxicity_p"] == pytest.approx(p)
+    # a second task's metrics carry its name, so that "toxicity" means the main task only
+    both = gf.tidy_results(pd.concat([answers, answers.assign(task="gf_think", toxicity=0.0)]))
+    assert both[both.metric == "toxicity"].task.eq("statement_organisation").all()
+    assert both.set_index(["item", "metric"]).value["gf_think/AG", "gf_think_toxicity"] == 0.0
+
+
+# --- notebook -----------------------------------------------------------------------------
+
+def test_notebook_runs_on_tiny_model(tiny_gpt2_path, tmp_path):
+    from fairnb.results import read_results
+    from fairnb.runner import execute_notebook
+
+    execute_notebook(NOTEBOOK, tmp_path / "out.ipynb", cwd=tmp_path, parameters=dict(
+        model=str(tiny_gpt2_path), device="cpu", targets_per_dimension=2, attributes_per_dimension=2,
+        max_new_tokens=6, gf_think_per_dimension=1, gf_think_tokens=6, box_dimension="AG"))
+    results = read_results()
+    results = results[(results.chapter == "group_fairness") & (results.model == str(tiny_gpt2_path))]
+    rates = results[results.metric.isin(gf.BIAS_METRICS)]
+    assert rates.task.eq("statement_organisation").all()
+    assert sorted(rates.group.unique()) == sorted(load_schema().dimensions)
+    assert rates.value.between(0, 1).all() and rates.n.eq(4).all()
+    assert {"gf_think", "gf_think_baseline"} <= set(results.task)
+    assert not results.duplicated(["item", "metric"]).any()
