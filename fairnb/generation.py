@@ -35,20 +35,23 @@ def sampling_kwargs(temperature: float, top_k: int | None, top_p: float | None) 
     return kwargs
 
 
-def _with_prefix(lm: LanguageModel, ids: torch.Tensor, mask: torch.Tensor, prefix: torch.Tensor):
-    """Input embeddings ``[pad | prefix | prompt]`` per row and their attention mask."""
+def _with_prefix(lm: LanguageModel, ids: torch.Tensor, mask: torch.Tensor, prefix: torch.Tensor,
+                 heads: Sequence[int]):
+    """Input embeddings ``[pad | head | prefix | rest]`` per row and their attention mask.
+
+    ``heads[r]`` counts the real tokens of row ``r`` that come before the soft prefix.
+    """
     embeds = lm.model.get_input_embeddings()(ids)
     prefix = prefix.to(device=embeds.device, dtype=embeds.dtype)
     if prefix.dim() == 2:
         prefix = prefix.expand(ids.shape[0], -1, -1)
-    n = prefix.shape[1]
-    out = torch.cat([embeds[:, :1].expand(-1, n, -1), embeds], dim=1).clone()
-    new_mask = torch.cat([torch.zeros_like(mask[:, :n]), mask], dim=1)
-    for r, start in enumerate((mask == 0).sum(-1).tolist()):
-        out[r, start:start + n] = prefix[r]
-        out[r, start + n:] = embeds[r, start:]
-        new_mask[r, start:start + n] = 1
-    return out, new_mask
+    ones = mask.new_ones(prefix.shape[1])
+    rows, masks = [], []
+    for r, pad in enumerate((mask == 0).sum(-1).tolist()):
+        cut = pad + heads[r]
+        rows.append(torch.cat([embeds[r, :cut], prefix[r], embeds[r, cut:]]))
+        masks.append(torch.cat([mask[r, :cut], ones, mask[r, cut:]]))
+    return torch.stack(rows), torch.stack(masks)
 
 
 def generate(
@@ -61,12 +64,21 @@ def generate(
     seed: int = 0,
     prefix_embeds: torch.Tensor | None = None,
     special_tokens: bool = True,
+    prefix_at: Sequence[int] | None = None,
 ) -> list[str]:
-    """New text for each prompt (see the module docstring)."""
+    """New text for each prompt (see the module docstring).
+
+    A soft prefix goes at character ``prefix_at[i]`` of prompt ``i`` (default 0: right after
+    the BOS token, if the tokenizer adds one).
+    """
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}.")
     tok = lm.tokenizer
-    rows = tok(list(prompts), add_special_tokens=special_tokens).input_ids
+    prefix_at = list(prefix_at) if prefix_at is not None else [0] * len(prompts)
+    heads = tok([p[:at] for p, at in zip(prompts, prefix_at)], add_special_tokens=special_tokens).input_ids
+    bodies = tok([p[at:] for p, at in zip(prompts, prefix_at)], add_special_tokens=False).input_ids
+    rows = tok(list(prompts), add_special_tokens=special_tokens).input_ids if prefix_embeds is None else [
+        h + b for h, b in zip(heads, bodies)]
     if prefix_embeds is not None and prefix_embeds.dim() == 3 and prefix_embeds.shape[0] != len(rows):
         raise ValueError(f"prefix_embeds holds {prefix_embeds.shape[0]} prefixes for {len(rows)} prompts.")
     context = getattr(lm.model.config, "max_position_embeddings", None) or getattr(lm.model.config, "n_positions", None)
@@ -90,7 +102,7 @@ def generate(
                 new = out[:, ids.shape[1]:]
             else:
                 prefix = prefix_embeds if prefix_embeds.dim() == 2 else prefix_embeds[torch.as_tensor(batch)]
-                embeds, emb_mask = _with_prefix(lm, ids, mask, prefix)
+                embeds, emb_mask = _with_prefix(lm, ids, mask, prefix, [len(heads[i]) for i in batch])
                 new = lm.model.generate(inputs_embeds=embeds, attention_mask=emb_mask, **common)
             for i, seq in zip(batch, new):
                 texts[i] = tok.decode(seq, skip_special_tokens=True)

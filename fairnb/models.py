@@ -169,6 +169,14 @@ def _resolve(name: str) -> tuple[str, str]:
     return name, str(getattr(config, "_commit_hash", None) or name)
 
 
+def _content_offset(wrapped: str, prompt: str) -> int:
+    """Where a user prompt starts inside its chat-templated text (templates may trim it)."""
+    for needle in (prompt, prompt.strip()):
+        if needle and needle in wrapped:
+            return wrapped.index(needle)
+    raise ValueError(f"The chat template does not contain the prompt {prompt[:40]!r}; cannot place a soft prefix.")
+
+
 def _model_kind(config) -> str:
     architectures = " ".join(getattr(config, "architectures", None) or [])
     if "MaskedLM" in architectures or config.model_type in {"bert", "roberta", "distilbert", "albert",
@@ -299,14 +307,18 @@ class LanguageModel:
     ) -> list[str]:
         """Continue each prompt; ``temperature=0`` is greedy. Returns only the new text.
 
-        ``prefix_embeds`` (``[n, d]`` shared, or ``[n_prompts, n, d]``) is prepended to the
-        prompts' input embeddings (soft prompts). ``chat=True`` wraps prompts in the chat template.
+        ``chat=True`` wraps prompts in the chat template. ``prefix_embeds`` (``[n, d]`` shared,
+        or ``[n_prompts, n, d]``) is a soft prompt: its embeddings go right before each
+        prompt's text (after BOS, or at the start of the user turn with ``chat=True``).
         """
         from fairnb import generation
 
         prompts = list(prompts)
+        prefix_at = [0] * len(prompts)
         if chat:
-            prompts = self.apply_chat(prompts, system)
+            wrapped = self.apply_chat(prompts, system)
+            prefix_at = [_content_offset(w, p) for w, p in zip(wrapped, prompts)]
+            prompts = wrapped
         embeds_key = None if prefix_embeds is None else cache_key(
             prefix_embeds.detach().float().cpu().numpy().tobytes().hex()
         )
@@ -315,6 +327,7 @@ class LanguageModel:
         return self.cache.json(key, lambda: generation.generate(
             self, prompts, max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k,
             top_p=top_p, seed=seed, prefix_embeds=prefix_embeds, special_tokens=not chat,
+            prefix_at=prefix_at,
         ))
 
     def embed(self, text: str) -> torch.Tensor:

@@ -76,6 +76,15 @@ def test_prefix_embeds_equal_prefix_text(tiny_gpt2):
     assert soft == text
 
 
+def test_long_prefix_embeds_in_chat_turn_equal_prefix_text(tiny_gpt2):
+    prefix = "The capital of France is Paris. The capital of England is London. He and she went"
+    prompts = [" to the market.", " home and"]
+    assert tiny_gpt2.embed(prefix).shape[0] > max(len(tiny_gpt2.tokenizer(p).input_ids) for p in prompts)
+    soft = tiny_gpt2.generate(prompts, max_new_tokens=6, prefix_embeds=tiny_gpt2.embed(prefix), chat=True)
+    text = tiny_gpt2.generate([prefix + p for p in prompts], max_new_tokens=6, chat=True)
+    assert soft == text
+
+
 def test_chat_template_is_applied(tiny_gpt2):
     wrapped = tiny_gpt2.apply_chat(["Complete: my friend"])[0]
     assert "<|user|> Complete: my friend" in wrapped and wrapped.endswith("<|assistant|> ")
