@@ -1,0 +1,204 @@
+"""Probe material of the Bias-Volatility Framework (chapter 1): groups X, attribute words Y, contexts C.
+
+Shipped data (``fairnb/lexicons/bvf/``), from "Bias and Volatility: A Statistical Framework
+for Evaluating Large Language Model's Stereotypes and the Associated Generation Inconsistency"
+(shared/papers/1_bias_volatility.txt):
+
+- ``occupations.yaml``: the occupations of Appendix D.1 (the printed list has 120 names);
+- ``gender.yaml`` (Table 6, without "canary", see the file), ``race.yaml`` (Table 7),
+  ``religion.yaml`` and ``disability.yaml`` (Table 3): categories -> words;
+- ``gender_templates.csv`` (Table 8) and ``race_templates.csv`` (Table 9): the ten most
+  frequent mined templates with their counts; ``gender_templates_appendix_a.csv``: the ten
+  templates of Appendix A.1 (Fig. 11), without counts (equal weights);
+- ``demo_corpus.txt``: invented sentences for the context-mining demo (:mod:`fairnb.mining`).
+
+Every loader accepts a user file instead of a shipped name.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from fairnb.lexicons import data_path
+
+TOPICS = ("gender", "race", "religion", "disability")
+GROUP_SLOT, ATTRIBUTE_SLOT = "[X]", "[Y]"
+CASINGS = ("as_listed", "both")
+
+
+def _shipped_or_user(name_or_path: str | Path, suffix: str) -> Path:
+    path = Path(name_or_path)
+    if path.suffix and path.exists():
+        return path
+    if path.suffix:
+        raise ValueError(f"No file {str(path)!r}.")
+    return data_path(f"bvf/{name_or_path}{suffix}")
+
+
+def load_occupations(path: str | Path | None = None) -> list[str]:
+    """The occupations X: the shipped Appendix D.1 list, or a YAML file with ``occupations:`` / a text file.
+
+    Examples:
+        >>> occupations = load_occupations()
+        >>> len(occupations), occupations[:3]
+        (120, ['accountant', 'administrator', 'advisor'])
+    """
+    path = Path(path) if path else data_path("bvf/occupations.yaml")
+    if path.suffix in {".yaml", ".yml"}:
+        loaded = yaml.safe_load(path.read_text()) or {}
+        names = loaded.get("occupations", []) if isinstance(loaded, dict) else loaded
+    else:
+        names = [line.strip() for line in path.read_text().splitlines() if line.strip()]
+    names = [str(n).strip() for n in names or [] if str(n).strip()]
+    if not names:
+        raise ValueError(f"{path} lists no occupations.")
+    return names
+
+
+def load_attribute_words(topic_or_path: str | Path) -> dict[str, list[str]]:
+    """Categories of the attribute Y and their words, from a topic name or a YAML/CSV file.
+
+    YAML: ``categories: {name: [words]}`` and optionally ``casing: both`` (add the
+    capitalised and lower-case form of every word). CSV: columns ``category`` and ``word``.
+    A word may belong to one category only (Eq. 8 sums each word into one category).
+
+    Examples:
+        >>> words = load_attribute_words("race")
+        >>> words["hispanic"]
+        ['hispanic', 'Hispanic', 'latino', 'Latino']
+        >>> sorted(len(v) for v in load_attribute_words("gender").values())
+        [39, 39]
+    """
+    path = _shipped_or_user(topic_or_path, ".yaml")
+    if path.suffix == ".csv":
+        table = pd.read_csv(path)
+        missing = {"category", "word"} - set(table.columns)
+        if missing:
+            raise ValueError(f"The word list {path} lacks the columns {sorted(missing)}.")
+        categories = {str(c): [str(w) for w in g["word"]] for c, g in table.groupby("category", sort=False)}
+        casing = "as_listed"
+    else:
+        loaded = yaml.safe_load(path.read_text()) or {}
+        categories = {str(c): [str(w) for w in ws or []] for c, ws in (loaded.get("categories") or {}).items()}
+        casing = loaded.get("casing", "as_listed")
+    if casing not in CASINGS:
+        raise ValueError(f"Unknown casing {casing!r} in {path}: use one of {CASINGS}.")
+    if casing == "both":
+        categories = {c: list(dict.fromkeys(v for w in ws for v in (w.lower(), w[:1].upper() + w[1:])))
+                      for c, ws in categories.items()}
+    return check_attribute_words(categories)
+
+
+def check_attribute_words(categories: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Raise one clear sentence for fewer than two categories, an empty one, or a shared word."""
+    if len(categories) < 2:
+        raise ValueError(f"The attribute needs at least two categories, got {list(categories)}.")
+    empty = [c for c, words in categories.items() if not words]
+    if empty:
+        raise ValueError(f"The attribute category {empty[0]!r} has no words.")
+    owner: dict[str, str] = {}
+    for category, words in categories.items():
+        for word in words:
+            if owner.setdefault(word, category) != category:
+                raise ValueError(f"The word {word!r} is listed under both {owner[word]!r} and {category!r}; "
+                                 "a word may belong to one category only.")
+    return categories
+
+
+def check_template(template: str) -> str:
+    """Raise one clear sentence unless ``template`` holds ``[X]`` and ``[Y]`` exactly once each.
+
+    Examples:
+        >>> check_template("The [X] said that")
+        Traceback (most recent call last):
+        ...
+        ValueError: Template 'The [X] said that' must hold [X] and [Y] exactly once each.
+    """
+    if not isinstance(template, str) or template.count(GROUP_SLOT) != 1 or template.count(ATTRIBUTE_SLOT) != 1:
+        raise ValueError(f"Template {template!r} must hold [X] and [Y] exactly once each.")
+    return template
+
+
+def load_templates(name_or_path: str | Path) -> pd.DataFrame:
+    """Context templates C with their weights, from a shipped name or a CSV/TSV file.
+
+    The file needs a ``template`` column (with ``[X]`` and ``[Y]``) and may carry a
+    ``weight`` or ``count`` column (counts or proportions; absent = equal weights). Returns
+    the columns ``template``, ``count`` and ``weight`` (normalised to sum to 1), and the
+    source name in ``frame.attrs["source"]``.
+
+    Examples:
+        >>> table = load_templates("gender_templates")
+        >>> table.iloc[0]["template"], int(table.iloc[0]["count"]), round(float(table["weight"].iloc[0]), 4)
+        ('The [X] said that [Y]', 2142, 0.4197)
+    """
+    path = _shipped_or_user(name_or_path, ".csv")
+    table = pd.read_csv(path, sep="\t" if path.suffix in {".tsv", ".tab"} else ",")
+    if "template" not in table.columns:
+        raise ValueError(f"The template file {path} needs a 'template' column, got {list(table.columns)}.")
+    if table.empty:
+        raise ValueError(f"The template file {path} holds no templates.")
+    for template in table["template"]:
+        check_template(template)
+    weight_column = next((c for c in ("weight", "count") if c in table.columns), None)
+    counts = table[weight_column].astype(float) if weight_column else pd.Series(1.0, index=table.index)
+    if counts.isna().any() or (counts < 0).any() or counts.sum() <= 0:
+        raise ValueError(f"The weights in {path} must be non-negative numbers with a positive sum.")
+    frame = pd.DataFrame({"template": table["template"], "count": counts, "weight": counts / counts.sum()})
+    frame.attrs["source"] = path.stem
+    return frame
+
+
+def default_templates(topic: str) -> pd.DataFrame:
+    """The shipped templates of a topic: Table 8 for gender; Table 9 (adjectival) otherwise."""
+    if topic not in TOPICS:
+        raise ValueError(f"Unknown topic {topic!r}: use one of {TOPICS} or pass your own files.")
+    return load_templates("gender_templates" if topic == "gender" else "race_templates")
+
+
+def template_prompt(template: str, group: str, kind: str, mask_token: str = "[MASK]") -> str:
+    """The prompt that asks for [Y]: the text before [Y] (causal LMs) or [Y] masked (masked LMs).
+
+    A causal LM only sees the text before [Y], so anything after [Y] is dropped, and [X]
+    must come before [Y] (otherwise the prompt would not mention the group).
+
+    Examples:
+        >>> template_prompt("The [X] said that [Y] was late", "nurse", "causal")
+        'The nurse said that'
+        >>> template_prompt("The [X] said that [Y] was late", "nurse", "masked")
+        'The nurse said that [MASK] was late'
+        >>> template_prompt("[Y] hired the [X]", "nurse", "causal")
+        Traceback (most recent call last):
+        ...
+        ValueError: Template '[Y] hired the [X]' puts [Y] before [X]: a causal LM reads only the text before [Y], which must contain [X].
+    """
+    check_template(template)
+    if kind == "masked":
+        return template.replace(GROUP_SLOT, group).replace(ATTRIBUTE_SLOT, mask_token)
+    if kind != "causal":
+        raise ValueError(f"Unknown model kind {kind!r}: BVF probes causal or masked LMs.")
+    before = template.split(ATTRIBUTE_SLOT)[0]
+    if GROUP_SLOT not in before:
+        raise ValueError(f"Template {template!r} puts [Y] before [X]: a causal LM reads only the text "
+                         "before [Y], which must contain [X].")
+    return before.replace(GROUP_SLOT, group).rstrip()
+
+
+def load_group_statistics(path: str | Path | None = None) -> pd.DataFrame:
+    """A per-occupation statistic table (column ``occupation`` + numeric columns).
+
+    Default: the shipped share of women per US occupation (BLS, column ``bls_pct_female``);
+    any table of the same shape works (salaries, years of education, head counts...).
+
+    Examples:
+        >>> stats = load_group_statistics()
+        >>> float(stats.loc[stats["occupation"] == "nurse", "bls_pct_female"].iloc[0])
+        89.58
+    """
+    path = Path(path) if path else data_path("occupation_gender_stats.tsv")
+    table = pd.read_csv(path, sep="\t" if path.suffix in {".tsv", ".tab"} else ",", comment="#")
+    if "occupation" not in table.columns:
+        raise ValueError(f"The statistics table {path} needs an 'occupation' column, got {list(table.columns)}.")
+    return table
