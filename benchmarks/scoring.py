@@ -1,0 +1,190 @@
+"""Task 1: whole-word log-probabilities of the BVF gender grid, four ways.
+
+Every contender returns ``log p(word | prompt)`` as a float64 array ``[n_prompts, n_words]``:
+
+- :func:`fairnb_logprobs`: ``lm.next_word_probs`` (one batched pass per prompt batch, the
+  continuation tokens of multi-token words on the prompts' KV cache);
+- :func:`loop_logprobs`: one forward pass per (prompt, word) over prompt + word, batch 1;
+- lm-evaluation-harness: ``HFLM.loglikelihood`` on :func:`loglikelihood_requests`
+  (run in a subprocess by :mod:`benchmarks.lm_eval_worker`);
+- :func:`floor_logprobs`: one batched pass over the prompts alone, last position only. It
+  scores the words' first tokens, so it equals the others only for single-token words.
+"""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from benchmarks.lm_eval_env import ensure_overlay, overlay_env
+from fairnb.datasets.bvf import default_templates, load_attribute_words, load_occupations, template_prompt
+from fairnb.models import LanguageModel
+from fairnb.scoring import _shared_inputs, batches_by_length, left_pad, position_ids, word_token_ids
+
+
+@dataclass(frozen=True)
+class Grid:
+    """Prompts (occupation x template, occupation-major) and the attribute words scored after each."""
+
+    occupations: list[str]
+    templates: list[str]
+    words: list[str]
+    prompts: list[str]
+
+
+def bvf_gender_grid(scale: float = 1.0) -> Grid:
+    """Chapter 1's gender grid: every occupation x template prompt and all gender words.
+
+    ``scale`` keeps that fraction of the occupations (at least one), evenly spread.
+
+    Examples:
+        >>> grid = bvf_gender_grid(scale=0.02)
+        >>> len(grid.occupations), len(grid.templates), len(grid.words), grid.prompts[0]
+        (2, 10, 78, 'The accountant said that')
+    """
+    if not 0 < scale <= 1:
+        raise ValueError(f"scale must be in (0, 1], got {scale}.")
+    occupations = load_occupations()
+    keep = max(1, round(scale * len(occupations)))
+    occupations = [occupations[i] for i in np.linspace(0, len(occupations) - 1, keep).round().astype(int)]
+    templates = list(default_templates("gender")["template"])
+    words = [w for ws in load_attribute_words("gender").values() for w in ws]
+    prompts = [template_prompt(t, o, "causal") for o in occupations for t in templates]
+    return Grid(occupations, templates, words, prompts)
+
+
+def fairnb_logprobs(lm: LanguageModel, prompts: list[str], words: list[str]) -> np.ndarray:
+    """fairnb's front door, ``lm.next_word_probs``, as log-probabilities (build ``lm`` with ``use_cache=False``)."""
+    return np.log(lm.next_word_probs(prompts, words))
+
+
+def loop_logprobs(lm: LanguageModel, prompts: list[str], words: list[str]) -> np.ndarray:
+    """What a user writes first: for each (prompt, word), one forward pass over prompt + word."""
+    tok, model = lm.tokenizer, lm.model
+    out = np.empty((len(prompts), len(words)))
+    with torch.inference_mode():
+        for i, prompt in enumerate(prompts):
+            prompt_ids = tok(prompt).input_ids
+            for j, word in enumerate(words):
+                ids = tok(f"{prompt} {word}").input_ids
+                if ids[:len(prompt_ids)] != prompt_ids:
+                    raise ValueError(f"{prompt!r} is not a token prefix of {prompt!r} + {word!r}.")
+                targets = torch.tensor(ids[len(prompt_ids):], device=lm.device)
+                logits = model(torch.tensor([ids], device=lm.device)).logits[0, len(prompt_ids) - 1:-1]
+                out[i, j] = torch.log_softmax(logits.float(), -1).gather(1, targets[:, None]).sum().item()
+    return out
+
+
+def loglikelihood_requests(prompts: list[str], words: list[str]) -> list[tuple[str, str]]:
+    """The ``(context, continuation)`` pairs lm-eval scores, prompt-major like the arrays."""
+    return [(prompt, f" {word}") for prompt in prompts for word in words]
+
+
+def floor_logprobs(lm: LanguageModel, prompts: list[str], words: list[str]) -> np.ndarray:
+    """One batched forward pass over the prompts (fairnb's batches), last position only.
+
+    Returns the log-probability of each word's *first* token: the least work any method
+    must do, and the full answer only for single-token words.
+    """
+    first = torch.tensor([word_token_ids(lm.tokenizer, f" {w}")[0] for w in words], device=lm.device)
+    rows = lm.tokenizer(prompts).input_ids
+    out = np.empty((len(prompts), len(words)))
+    with torch.inference_mode():
+        for batch in batches_by_length([len(r) for r in rows], lm.batch_size):
+            ids, mask = (t.to(lm.device) for t in left_pad([rows[i] for i in batch], lm.tokenizer.pad_token_id))
+            logits = lm.model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask),
+                              logits_to_keep=1).logits[:, -1]
+            out[batch] = torch.log_softmax(logits.float(), -1)[:, first].double().cpu().numpy()
+    return out
+
+
+def single_token_words(lm: LanguageModel, words: list[str]) -> list[int]:
+    """Indices of the words that are one token after a space (where the floor is exact)."""
+    return [j for j, w in enumerate(words) if len(word_token_ids(lm.tokenizer, f" {w}")) == 1]
+
+
+def position_budget(lm: LanguageModel, prompts: list[str], words: list[str]) -> dict[str, float]:
+    """Token positions per prompt: the prompt's, and the extra ones multi-token words need.
+
+    A word t_1..t_n needs the model's outputs after t_1..t_{n-1}. ``extra_rows`` and
+    ``extra_padded`` count fairnb's continuation rows (inputs that are a prefix of another
+    row share it) and their positions once padded to the longest row; ``extra_minimum`` is
+    the number of distinct prefixes (a prefix tree), the fewest positions any method can
+    compute. ``floor_bound`` is the resulting lower bound of (method / floor) in
+    multiply-accumulates: prompt positions run the transformer body and the last one the
+    vocabulary head; every extra position runs both.
+    """
+    word_ids = [word_token_ids(lm.tokenizer, f" {w}") for w in words]
+    rows, _ = _shared_inputs([word_ids])
+    prefixes = {ids[:k] for _, ids in rows for k in range(1, len(ids) + 1)}
+    prompt_tokens = float(np.mean([len(r) for r in lm.tokenizer(prompts).input_ids]))
+    width = max((len(ids) for _, ids in rows), default=0)
+    costs = macs_per_position(lm.model.config)
+    floor = prompt_tokens * costs["body"] + costs["head"]
+    extra = len(prefixes) * (costs["body"] + costs["head"])
+    return {"prompt_tokens": prompt_tokens, "multi_token_words": sum(len(w) > 1 for w in word_ids),
+            "extra_rows": len(rows), "extra_positions": sum(len(ids) for _, ids in rows),
+            "extra_padded": len(rows) * width, "extra_minimum": len(prefixes),
+            "body_macs": costs["body"], "head_macs": costs["head"], "floor_bound": (floor + extra) / floor}
+
+
+def macs_per_position(config) -> dict[str, int]:
+    """Multiply-accumulates per token position of a Llama-style decoder: body and vocabulary head.
+
+    Attention scores are left out (prompts here are a few tokens long).
+
+    Examples:
+        >>> from types import SimpleNamespace
+        >>> config = SimpleNamespace(hidden_size=4, vocab_size=8, num_hidden_layers=1, intermediate_size=8,
+        ...                          num_attention_heads=2, num_key_value_heads=1)
+        >>> macs_per_position(config)  # q, o: 2*4*4; k, v: 2*4*2; MLP: 3*4*8; head: 4*8
+        {'body': 144, 'head': 32}
+    """
+    hidden, layers = config.hidden_size, config.num_hidden_layers
+    head_dim = getattr(config, "head_dim", None) or hidden // config.num_attention_heads
+    kv = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+    intermediate = getattr(config, "intermediate_size", None) or 4 * hidden
+    attention = 2 * hidden * config.num_attention_heads * head_dim + 2 * hidden * kv * head_dim
+    return {"body": layers * (attention + 3 * hidden * intermediate), "head": hidden * config.vocab_size}
+
+
+def max_abs_difference(a: np.ndarray, b: np.ndarray) -> float:
+    """max |a - b| (inf when either holds a NaN, so a broken contender cannot pass)."""
+    difference = np.abs(np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64))
+    return math.inf if np.isnan(difference).any() else float(difference.max())
+
+
+def local_folder(lm: LanguageModel) -> Path:
+    """The local folder ``lm``'s weights were loaded from (for ``load_model("default")`` its safetensors copy)."""
+    folder = Path(lm.model.name_or_path)
+    if not (folder / "config.json").exists():
+        raise ValueError(f"lm-eval needs a local model folder; {lm.name!r} loads from {str(folder)!r}.")
+    return folder
+
+
+def lm_eval_logprobs(lm: LanguageModel, prompts: list[str], words: list[str],
+                     repeats: int) -> tuple[np.ndarray, list[float]]:
+    """lm-eval's ``HFLM.loglikelihood`` on the grid's requests, on ``lm``'s local weights.
+
+    Runs :mod:`benchmarks.lm_eval_worker` in a subprocess (installing lm-eval into its
+    overlay on first use); returns the log-probabilities ``[n_prompts, n_words]`` and the
+    seconds of each repetition (model loading excluded).
+    """
+    folder = local_folder(lm)
+    overlay = ensure_overlay()
+    with tempfile.TemporaryDirectory() as scratch:
+        spec, result = Path(scratch) / "spec.json", Path(scratch) / "result.npz"
+        spec.write_text(json.dumps({
+            "model": str(folder), "requests": loglikelihood_requests(prompts, words), "device": lm.device,
+            "dtype": str(lm.dtype).removeprefix("torch."), "batch_size": lm.batch_size, "repeats": repeats}))
+        subprocess.run([sys.executable, "-m", "benchmarks.lm_eval_worker", str(spec), str(result)],
+                       env=overlay_env(overlay), cwd=Path(__file__).resolve().parents[1], check=True)
+        with np.load(result) as saved:
+            return saved["logprobs"].reshape(len(prompts), len(words)), saved["seconds"].tolist()

@@ -1,0 +1,89 @@
+"""The benchmark contenders compute the same numbers (correctness only; nothing here is timed)."""
+from __future__ import annotations
+
+import doctest
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from benchmarks import chapters, generation, scoring
+from benchmarks.lm_eval_env import OVERLAY
+
+PROMPTS = ["The nurse said that", "The engineer stated that", "The chief of the machine shop wrote that"]
+WORDS = ["he", "she", "they", "nurse", "stepmother", "stepfather", "boyfriend", "hostess"]
+TOLERANCE = 1e-4
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_gpt2) -> np.ndarray:
+    return scoring.fairnb_logprobs(tiny_gpt2, PROMPTS, WORDS)
+
+
+def test_words_mix_single_and_multi_token(tiny_gpt2):
+    single = scoring.single_token_words(tiny_gpt2, WORDS)
+    assert 0 < len(single) < len(WORDS)
+
+
+def test_loop_agrees_with_fairnb(tiny_gpt2, reference):
+    looped = scoring.loop_logprobs(tiny_gpt2, PROMPTS, WORDS)
+    assert np.all(reference < 0)
+    assert scoring.max_abs_difference(looped, reference) <= TOLERANCE
+
+
+def test_floor_gives_the_first_token(tiny_gpt2, reference):
+    floor = scoring.floor_logprobs(tiny_gpt2, PROMPTS, WORDS)
+    single = scoring.single_token_words(tiny_gpt2, WORDS)
+    multi = [j for j in range(len(WORDS)) if j not in single]
+    assert scoring.max_abs_difference(floor[:, single], reference[:, single]) <= TOLERANCE
+    # a multi-token word is less likely than its first token alone
+    assert np.all(floor[:, multi] > reference[:, multi])
+
+
+@pytest.mark.skipif(not (OVERLAY / "lm_eval").is_dir(), reason="lm-eval overlay not installed (make bench installs it)")
+def test_lm_eval_agrees_with_fairnb(tiny_gpt2, reference):
+    evaluated, seconds = scoring.lm_eval_logprobs(tiny_gpt2, PROMPTS, WORDS, repeats=1)
+    assert len(seconds) == 1
+    assert scoring.max_abs_difference(evaluated, reference) <= TOLERANCE
+
+
+def test_max_abs_difference_fails_on_nan():
+    assert scoring.max_abs_difference(np.array([0.0, np.nan]), np.zeros(2)) == np.inf
+
+
+def test_greedy_batched_equals_one_at_a_time(tiny_gpt2):
+    prompts = ["My friend", "My friend is a nurse and she said that the", "Complete the sentence: My friend likes"]
+    batched = generation.fairnb_generate(tiny_gpt2, prompts, max_new_tokens=6, temperature=0.0)
+    alone = generation.loop_generate(tiny_gpt2, prompts, max_new_tokens=6, temperature=0.0)
+    assert all(batched) and batched == alone
+
+
+class CharTokenizer:
+    """One token per character (its code point): easy to count by hand."""
+
+    unk_token_id = None
+
+    def __call__(self, texts, add_special_tokens=True):
+        rows = [[ord(c) for c in t] for t in ([texts] if isinstance(texts, str) else texts)]
+        return SimpleNamespace(input_ids=rows[0] if isinstance(texts, str) else rows)
+
+
+def test_position_budget_by_hand():
+    config = SimpleNamespace(hidden_size=4, vocab_size=8, num_hidden_layers=1, intermediate_size=8,
+                             num_attention_heads=2, num_key_value_heads=1)
+    lm = SimpleNamespace(tokenizer=CharTokenizer(), model=SimpleNamespace(config=config))
+    budget = scoring.position_budget(lm, ["ab", "abcd"], ["he", "her", "she"])
+    # inputs (all tokens but the last): " h", " he", " sh"; " h" is a prefix of " he": rows " he", " sh"
+    assert (budget["extra_rows"], budget["extra_positions"], budget["extra_padded"]) == (2, 6, 6)
+    # distinct prefixes " ", " h", " he", " s", " sh": the rows share their leading space
+    assert budget["extra_minimum"] == 5
+    assert budget["prompt_tokens"] == 3.0
+    body, head = 144, 32
+    assert budget["floor_bound"] == pytest.approx((3 * body + head + 5 * (body + head)) / (3 * body + head))
+
+
+@pytest.mark.parametrize("module", [scoring, generation, chapters], ids=lambda m: m.__name__)
+def test_doctests(module):
+    # benchmarks/ is not among pytest's doctest paths (benchmarks/out holds the lm-eval overlay)
+    outcome = doctest.testmod(module)
+    assert outcome.attempted > 0 and outcome.failed == 0
