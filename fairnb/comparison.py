@@ -161,7 +161,7 @@ def agreement_summary(headline: pd.DataFrame, correlations: pd.DataFrame, strong
                         + ")" if len(clear) else "")
                      + f". Overlapping, so the ordering may be noise: {len(separation) - len(clear)}.")
 
-    matrix = method_matrix(headline)
+    matrix = method_matrix(headline).dropna(axis=1, how="all")  # scores undefined for every model
     if len(models) < MIN_MODELS_FOR_RANKS:
         highest = matrix.idxmax(axis=0).dropna()
         tied = matrix.nunique(axis=0) <= 1

@@ -16,6 +16,7 @@ from contextlib import redirect_stdout
 from pathlib import Path
 
 import nbformat
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -249,3 +250,5 @@ def test_comparison_prose_follows_the_number_of_models():
     prose = agreement_summary(two, rank_correlations(two))
     assert rank_correlations(two).isna().all().all()
     assert "undefined with two models" in prose and "a on 1, b on 1" in prose
+    undefined = pd.concat([two, two.iloc[:2].assign(metric="group_ucerf", value=np.nan)])
+    assert "a on 1, b on 1" in agreement_summary(undefined, rank_correlations(undefined))
