@@ -37,7 +37,6 @@ from transformers import (
 from fairnb.cache import DiskCache, cache_dir, cache_key, file_sha256
 from fairnb.names import BASE_MODELS, EMBEDDED_MODELS, model_slug
 
-MASK_MARKERS = ("[MASK]", "<mask>")
 CONVERSION_VERSION = "v2"  # bump when the GGUF conversion changes, so cached copies are rebuilt
 
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from fairnb.models import LanguageModel
 
 ANCHOR = "The"
+MASK_MARKERS = ("[MASK]", "<mask>")  # where a masked-LM prompt takes the word
 
 
 def check_words(words: Sequence[str]) -> None:
@@ -213,7 +214,7 @@ def _mask_rows(lm: LanguageModel, prompts: Sequence[str], words: Sequence[str]):
     head, tail = special_wrapping(tok)
     rows = []
     for i, prompt in enumerate(prompts):
-        marker = next((m for m in ("[MASK]", "<mask>") if m in prompt), None)
+        marker = next((m for m in MASK_MARKERS if m in prompt), None)
         if marker is None or prompt.count(marker) != 1:
             raise ValueError(f"Masked-LM prompt {prompt!r} must hold exactly one [MASK] or <mask>.")
         left, right = prompt.split(marker)
