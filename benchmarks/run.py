@@ -28,7 +28,7 @@ import torch
 from benchmarks import chapters, generation, scoring
 from benchmarks.lm_eval_env import OUT_DIR, lm_eval_version
 from fairnb import load_model
-from fairnb.models import LanguageModel
+from fairnb.models.language_model import LanguageModel
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 TASKS = ("grid", "generation", "chapters")

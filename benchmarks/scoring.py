@@ -24,9 +24,9 @@ import numpy as np
 import torch
 
 from benchmarks.lm_eval_env import ensure_overlay, overlay_env
-from fairnb.datasets.bvf import default_templates, load_attribute_words, load_occupations, template_prompt
-from fairnb.models import LanguageModel
-from fairnb.scoring import _shared_inputs, batches_by_length, left_pad, position_ids, word_token_ids
+from fairnb.bvf.data import default_templates, load_attribute_words, load_occupations, template_prompt
+from fairnb.models.language_model import LanguageModel
+from fairnb.models.scoring import _shared_inputs, batches_by_length, left_pad, position_ids, word_token_ids
 
 
 @dataclass(frozen=True)

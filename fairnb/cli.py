@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from fairnb import runner
+from fairnb.report import runner
 
 RUN_DEFAULTS = {"models": "default", "chapters": "all", "limit": None, "params": {}, "out": "book/runs",
                 "executor": "local", "scheduler": None, "workers": 1, "force": False, "timeout": None,

@@ -2,6 +2,10 @@
 
 Every chapter ends with :func:`write_results`; the comparison page reads them all back
 with :func:`read_results`. The root is ``$FAIRNB_RESULTS`` or ``./results``.
+
+Each row has a ``level``: ``headline`` (one number per model and run, declared in the
+chapter's ``CHAPTER``), ``group`` (per occupation / dimension / target / strategy, the group
+in a column) or ``item``. The comparison page reads headline rows only.
 """
 from __future__ import annotations
 
@@ -11,10 +15,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from fairnb.cache import atomic_path
-from fairnb.names import model_slug
+from fairnb.contract import LEVELS, Chapter
+from fairnb.models.cache import atomic_path
+from fairnb.models.names import model_slug
 
-REQUIRED_COLUMNS = ("model", "chapter", "item", "metric", "value")
+REQUIRED_COLUMNS = ("model", "chapter", "item", "metric", "value", "level")
 
 
 def results_root(root: str | Path | None = None) -> Path:
@@ -22,18 +27,42 @@ def results_root(root: str | Path | None = None) -> Path:
     return Path(root or os.environ.get("FAIRNB_RESULTS", "results"))
 
 
-def write_results(frame: pd.DataFrame, model: str, chapter: str, root: str | Path | None = None) -> Path:
-    """Write a chapter's tidy table to ``results/<model-slug>/<chapter>.parquet`` atomically.
+def check_levels(frame: pd.DataFrame, chapter: Chapter) -> None:
+    """One sentence when a row has no valid level or a headline row is not declared in ``chapter``.
 
-    ``frame`` needs the columns ``item``, ``metric`` and ``value``; ``model`` and
+    Examples:
+        >>> from fairnb.contract import Headline
+        >>> ch = Chapter(9, "demo", "Demo", "09_demo.ipynb", (Headline("R", "R", "lower is fairer"),))
+        >>> check_levels(pd.DataFrame({"metric": ["R", "r"], "level": ["headline", "group"]}), ch)
+        >>> check_levels(pd.DataFrame({"metric": ["r"], "level": ["headline"]}), ch)
+        Traceback (most recent call last):
+        ...
+        ValueError: Chapter 'demo' declares no headline ['r']; its headlines are ['R'].
+    """
+    if "level" not in frame.columns:
+        raise ValueError(f"The results table lacks the column 'level' (one of {list(LEVELS)}).")
+    bad = sorted(set(frame["level"].astype(str)) - set(LEVELS))
+    if bad or frame["level"].isna().any():
+        raise ValueError(f"The results table has rows whose level is not one of {list(LEVELS)}: {bad or ['<missing>']}.")
+    undeclared = sorted(set(frame.loc[frame["level"] == "headline", "metric"]) - set(chapter.headline_names))
+    if undeclared:
+        raise ValueError(f"Chapter {chapter.key!r} declares no headline {undeclared}; "
+                         f"its headlines are {list(chapter.headline_names)}.")
+
+
+def write_results(frame: pd.DataFrame, model: str, chapter: Chapter, root: str | Path | None = None) -> Path:
+    """Write a chapter's tidy table to ``results/<model-slug>/<chapter.key>.parquet`` atomically.
+
+    ``frame`` needs the columns ``item``, ``metric``, ``value`` and ``level``; ``model`` and
     ``chapter`` are filled in. Extra columns (``ci_low``, ``ci_high``, ``group``…) are kept.
     """
-    missing = {"item", "metric", "value"} - set(frame.columns)
+    missing = {"item", "metric", "value", "level"} - set(frame.columns)
     if missing:
         raise ValueError(f"The results table lacks the columns {sorted(missing)}.")
-    frame = frame.assign(model=model, chapter=chapter)
+    check_levels(frame, chapter)
+    frame = frame.assign(model=model, chapter=chapter.key)
     frame = frame[list(REQUIRED_COLUMNS) + [c for c in frame.columns if c not in REQUIRED_COLUMNS]]
-    target = results_root(root) / model_slug(model) / f"{chapter}.parquet"
+    target = results_root(root) / model_slug(model) / f"{chapter.key}.parquet"
     with atomic_path(target) as tmp:
         frame.to_parquet(tmp, index=False)
     return target

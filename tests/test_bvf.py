@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 import torch
 
-from fairnb.datasets import bvf as probes
-from fairnb.metrics import bvf
-from fairnb import mining
+from fairnb.bvf import data as probes
+from fairnb.bvf import metrics as bvf
+from fairnb.bvf import mining
 
 # --- metrics ---------------------------------------------------------------------------
 
@@ -342,7 +342,7 @@ def test_past_tense():
 
 def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path):
     from fairnb.results import read_results
-    from fairnb.runner import REPO_ROOT, execute_notebook
+    from fairnb.report.runner import REPO_ROOT, execute_notebook
 
     execute_notebook(REPO_ROOT / "notebooks" / "01_bias_volatility.ipynb", tmp_path / "out.ipynb",
                      {"model": str(tiny_gpt2_path), "limit": 3, "topics": ["gender", "race"],

@@ -10,10 +10,10 @@ import pytest
 import torch
 from scipy.stats import binom, binomtest
 
-from fairnb.datasets import (PivotSet, load_bold_pivots, load_decodingtrust_pivots, load_pivots,
+from fairnb.certification.data import (PivotSet, load_bold_pivots, load_decodingtrust_pivots, load_pivots,
                              pivots_from_templates, select_pivots)
-from fairnb.lexicons import data_path
-from fairnb.metrics import certification as cert
+from fairnb.contract import shipped_file
+from fairnb.certification import metrics as cert
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "05_certification.ipynb"
 
@@ -289,7 +289,7 @@ def test_summaries_and_tidy_results():
 # --- pivots -------------------------------------------------------------------------------
 
 def test_bundled_bold_pivots():
-    data = json.loads(data_path("certification/bold_sample.json").read_text())
+    data = json.loads(shipped_file("certification", "bold_sample.json").read_text())
     sentences = [s for professions in data.values() for items in professions.values() for s in items]
     pivots = load_bold_pivots()
     assert len(pivots) == len(sentences)
@@ -344,7 +344,7 @@ def test_bundled_decodingtrust_and_sources():
 
 def test_notebook_runs_on_tiny_model(tiny_gpt2_path, tmp_path):
     from fairnb.results import read_results
-    from fairnb.runner import execute_notebook
+    from fairnb.report.runner import execute_notebook
 
     # the tiny model reads 256 positions: user instruction files short enough for it
     (tmp_path / "main.txt").write_text("# a comment\nYou are Max.\nMax is rude.\n")

@@ -10,13 +10,13 @@ import pytest
 import scikit_posthocs as sp
 from scipy.stats import kruskal, rankdata
 
-from fairnb.datasets import (GFairSchema, attributes_by_dimension, holisticbias_targets, load_schema,
+from fairnb.group_fairness.data import (GFairSchema, attributes_by_dimension, holisticbias_targets, load_schema,
                              sample_triples, sbic_attributes)
-from fairnb.datasets.gfair import strip_group_rule, strip_group_spacy
-from fairnb.metrics import group_fairness as gf
-from fairnb.scorers import (HFClassifierScorer, NegativeSentiment, ProfanityToxicity, RefusalDetector,
+from fairnb.group_fairness.data import strip_group_rule, strip_group_spacy
+from fairnb.group_fairness import metrics as gf
+from fairnb.text_scorers import (HFClassifierScorer, NegativeSentiment, ProfanityToxicity, RefusalDetector,
                             VaderSentiment, group_fairness_scorers)
-from fairnb.tasks import generate_outputs, parse_sentence, score_outputs, task_prompts
+from fairnb.group_fairness.run import generate_outputs, parse_sentence, score_outputs, task_prompts
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "04_group_fairness.ipynb"
 
@@ -297,7 +297,7 @@ def test_target_std_and_tidy_results():
 
 def test_notebook_runs_on_tiny_model(tiny_gpt2_path, tmp_path):
     from fairnb.results import read_results
-    from fairnb.runner import execute_notebook
+    from fairnb.report.runner import execute_notebook
 
     execute_notebook(NOTEBOOK, tmp_path / "out.ipynb", cwd=tmp_path, parameters=dict(
         model=str(tiny_gpt2_path), device="cpu", targets_per_dimension=2, attributes_per_dimension=2,

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from fairnb import load_model, model_slug
-from fairnb.results import read_results, write_results
+
 
 PROMPTS = ["The nurse said that", "My friend is a", "The capital of France is", "He"]
 WORDS = ["she", "he", "teacher", "zebrafish", "Paris"]  # "zebrafish" is many tokens here
@@ -156,14 +156,3 @@ def test_disk_cache_returns_identical_arrays(tiny_gpt2_path):
 def test_model_slug():
     assert model_slug("default") == "default"
     assert model_slug("HuggingFaceTB/SmolLM2-135M") == "HuggingFaceTB__SmolLM2-135M"
-
-
-def test_results_round_trip(tmp_path):
-    frame = pd.DataFrame({"item": ["a", "b"], "metric": ["R", "R"], "value": [0.1, 0.2]})
-    path = write_results(frame, "org/model", "bvf", root=tmp_path)
-    assert path == tmp_path / "org__model" / "bvf.parquet"
-    back = read_results(tmp_path)
-    assert back[["model", "chapter", "item", "value"]].values.tolist() == [
-        ["org/model", "bvf", "a", 0.1], ["org/model", "bvf", "b", 0.2]]
-    with pytest.raises(ValueError, match="lacks the columns"):
-        write_results(frame.drop(columns="metric"), "m", "bvf", root=tmp_path)

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fairnb.datasets import probes as P
-from fairnb.metrics.probing import (LABELS, attribute_shares, cooccurrence_ratio, gender_attribute_label,
+from fairnb.probing import run as P
+from fairnb.probing.metrics import (LABELS, attribute_shares, cooccurrence_ratio, gender_attribute_label,
                                     is_nonsense, jsd)
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "02_conditional_generation.ipynb"
@@ -322,7 +322,7 @@ def test_most_least_biased_keeps_the_ends_apart():
 
 
 def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path):
-    from fairnb.runner import execute_notebook
+    from fairnb.report.runner import execute_notebook
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

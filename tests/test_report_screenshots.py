@@ -20,7 +20,7 @@ import pytest
 import yaml
 from PIL import Image, ImageChops
 
-from fairnb.runner import REPO_ROOT
+from fairnb.report.runner import REPO_ROOT
 
 CHROMIUM = Path("/usr/bin/chromium")
 HTML = Path(os.environ.get("FAIRNB_BOOK_HTML", REPO_ROOT / "_build" / "html"))

@@ -22,8 +22,9 @@ import pytest
 import yaml
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from fairnb import cli, runner
-from fairnb.comparison import agreement_summary, headline_table, rank_correlations
+from fairnb import cli
+from fairnb.report import runner
+from fairnb.report.comparison import agreement_summary, headline_table, rank_correlations
 from fairnb.results import read_results
 
 SCORES = [

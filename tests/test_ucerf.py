@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fairnb.datasets.coref import (NONE_OPTION, CorefPair, coref_table, intrinsic_prompts, limit_pairs,
+from fairnb.ucerf.data import (NONE_OPTION, CorefPair, coref_table, intrinsic_prompts, limit_pairs,
                                    load_coref, load_synthbias, load_winobias, mcq_options, mcq_prompts,
                                    parse_winobias_line)
-from fairnb.metrics import ucerf
+from fairnb.ucerf import metrics as ucerf
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "03_uncertainty_fairness.ipynb"
 
@@ -339,7 +339,7 @@ def test_tables_on_a_scored_run(tiny_gpt2):
 def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path):
     import os
 
-    from fairnb.runner import execute_notebook
+    from fairnb.report.runner import execute_notebook
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

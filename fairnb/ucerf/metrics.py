@@ -33,11 +33,11 @@ import numpy as np
 import pandas as pd
 from scipy.special import logsumexp
 
-from fairnb.datasets.coref import (NONE_OPTION, OPTION_LETTERS, intrinsic_prompts, mcq_options,
+from fairnb.ucerf.data import (NONE_OPTION, OPTION_LETTERS, intrinsic_prompts, mcq_options,
                                    mcq_prompts, share_of_women)
 
 if TYPE_CHECKING:
-    from fairnb.models import LanguageModel
+    from fairnb.models.language_model import LanguageModel
 
 TASKS = ("intrinsic", "mcq")
 GROUPS = ("pro", "anti")

@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:
-    from fairnb.models import LanguageModel
-    from fairnb.scorers import TextScorer
+    from fairnb.models.language_model import LanguageModel
+    from fairnb.text_scorers import TextScorer
 
 ANSWER_FORMAT = 'Reply with one line that starts with "SENTENCE:" followed by your sentence.'
 TASK_PROMPTS = {

@@ -14,7 +14,7 @@ with the columns ``strategy, feature, item, sentence``:
 
 :func:`complete_probes` generates the continuations of ``[I; x]`` and
 :func:`attribute_word_probs` gives the probabilities of the attribute words coming next;
-:func:`score_probes` runs both and the metrics of :mod:`fairnb.metrics.probing`.
+:func:`score_probes` runs both and the metrics of :mod:`fairnb.probing.metrics`.
 """
 from __future__ import annotations
 
@@ -28,11 +28,11 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from fairnb.lexicons import data_path
-from fairnb.metrics.probing import WORD, attribute_shares, gender_attribute_label, jsd
+from fairnb.contract import shipped_file
+from fairnb.probing.metrics import WORD, attribute_shares, gender_attribute_label, jsd
 
 if TYPE_CHECKING:
-    from fairnb.models import LanguageModel
+    from fairnb.models.language_model import LanguageModel
 
 STRATEGIES = ("template-based", "llm-generated", "naturally-sourced")
 PROBE_COLUMNS = ["strategy", "feature", "item", "sentence"]
@@ -47,7 +47,7 @@ STS_B_COLUMNS = ["genre", "file", "year", "id", "score", "sentence1", "sentence2
 
 @lru_cache(maxsize=None)
 def _lexicon(name: str) -> dict:
-    return yaml.safe_load(data_path(f"probing/{name}.yaml").read_text())
+    return yaml.safe_load(shipped_file("probing", f"{name}.yaml").read_text())
 
 
 def attribute_words() -> tuple[list[str], list[str]]:
@@ -443,7 +443,7 @@ def probing_results(scored: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
     """
     from statsmodels.stats.proportion import proportion_confint
 
-    from fairnb.metrics.probing import LABELS
+    from fairnb.probing.metrics import LABELS
 
     rows = []
     for strategy, group in scored.groupby("strategy", sort=False):

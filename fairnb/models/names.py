@@ -22,3 +22,14 @@ def model_slug(name: str) -> str:
     if path.exists():
         name = path.stem if path.suffix == ".gguf" else path.name
     return re.sub(r"[^\w.\-]+", "__", name)
+
+
+def model_label(name: str) -> str:
+    """How a model is named in titles and tables: an absolute path (see :func:`model_argument`) by its name.
+
+    Examples:
+        >>> model_label("/models/tiny-gpt2"), model_label("/m/smol.gguf"), model_label("org/model")
+        ('tiny-gpt2', 'smol', 'org/model')
+    """
+    path = Path(name)
+    return (path.stem if path.suffix == ".gguf" else path.name) if path.is_absolute() else name

@@ -34,8 +34,8 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from fairnb.cache import DiskCache, cache_dir, cache_key, file_sha256
-from fairnb.names import BASE_MODELS, EMBEDDED_MODELS, model_slug
+from fairnb.models.cache import DiskCache, cache_dir, cache_key, file_sha256
+from fairnb.models.names import BASE_MODELS, EMBEDDED_MODELS, model_slug
 
 CONVERSION_VERSION = "v2"  # bump when the GGUF conversion changes, so cached copies are rebuilt
 
@@ -204,7 +204,7 @@ class LanguageModel:
     """A loaded model, its tokenizer and the batched operations every chapter needs.
 
     ``kind`` is ``"causal"``, ``"masked"`` or ``"seq2seq"``. Scoring and generation live in
-    :mod:`fairnb.scoring` and :mod:`fairnb.generation`; these methods are their front door
+    :mod:`fairnb.models.scoring` and :mod:`fairnb.models.generation`; these methods are their front door
     and add the disk cache keyed by (fingerprint, method, inputs).
     """
 
@@ -252,7 +252,7 @@ class LanguageModel:
 
     def word_token_ids(self, word: str) -> list[int]:
         """Token ids of ``word`` as it appears after a space in running text."""
-        from fairnb.scoring import word_token_ids
+        from fairnb.models.scoring import word_token_ids
 
         return word_token_ids(self.tokenizer, " " + word.strip())
 
@@ -261,9 +261,9 @@ class LanguageModel:
 
         Causal LMs: the word is scored with its leading space, every one of its tokens.
         Masked LMs: each prompt holds ``[MASK]`` (or ``<mask>``) where the word goes; see
-        :func:`fairnb.scoring.masked_word_logprobs` for multi-token words.
+        :func:`fairnb.models.scoring.masked_word_logprobs` for multi-token words.
         """
-        from fairnb import scoring
+        from fairnb.models import scoring
 
         prompts, words = list(prompts), list(words)
         scoring.check_words(words)
@@ -283,7 +283,7 @@ class LanguageModel:
         A flat list of strings is scored after every prompt (``[n_prompts, n_continuations]``);
         a list of per-prompt lists of equal length k gives ``[n_prompts, k]``.
         """
-        from fairnb import scoring
+        from fairnb.models import scoring
 
         if self.kind != "causal":
             raise ValueError("continuation_logprobs needs a causal LM; use next_word_probs with a mask.")
@@ -310,7 +310,7 @@ class LanguageModel:
         or ``[n_prompts, n, d]``) is a soft prompt: its embeddings go right before each
         prompt's text (after BOS, or at the start of the user turn with ``chat=True``).
         """
-        from fairnb import generation
+        from fairnb.models import generation
 
         prompts = list(prompts)
         prefix_at = [0] * len(prompts)

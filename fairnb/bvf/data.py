@@ -1,6 +1,6 @@
 """Probe material of the Bias-Volatility Framework (chapter 1): groups X, attribute words Y, contexts C.
 
-Shipped data (``fairnb/lexicons/bvf/``), from "Bias and Volatility: A Statistical Framework
+Shipped data (``fairnb/bvf/data/``), from "Bias and Volatility: A Statistical Framework
 for Evaluating Large Language Model's Stereotypes and the Associated Generation Inconsistency"
 (shared/papers/1_bias_volatility.txt):
 
@@ -10,7 +10,7 @@ for Evaluating Large Language Model's Stereotypes and the Associated Generation 
 - ``gender_templates.csv`` (Table 8) and ``race_templates.csv`` (Table 9): the ten most
   frequent mined templates with their counts; ``gender_templates_appendix_a.csv``: the ten
   templates of Appendix A.1 (Fig. 11), without counts (equal weights);
-- ``demo_corpus.txt``: invented sentences for the context-mining demo (:mod:`fairnb.mining`).
+- ``demo_corpus.txt``: invented sentences for the context-mining demo (:mod:`fairnb.bvf.mining`).
 
 Every loader accepts a user file instead of a shipped name.
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from fairnb.lexicons import data_path
+from fairnb.contract import shipped_file
 
 TOPICS = ("gender", "race", "religion", "disability")
 GROUP_SLOT, ATTRIBUTE_SLOT = "[X]", "[Y]"
@@ -34,7 +34,7 @@ def _shipped_or_user(name_or_path: str | Path, suffix: str) -> Path:
         return path
     if path.suffix:
         raise ValueError(f"No file {str(path)!r}.")
-    return data_path(f"bvf/{name_or_path}{suffix}")
+    return shipped_file("bvf", f"{name_or_path}{suffix}")
 
 
 def load_occupations(path: str | Path | None = None) -> list[str]:
@@ -45,7 +45,7 @@ def load_occupations(path: str | Path | None = None) -> list[str]:
         >>> len(occupations), occupations[:3]
         (120, ['accountant', 'administrator', 'advisor'])
     """
-    path = Path(path) if path else data_path("bvf/occupations.yaml")
+    path = Path(path) if path else shipped_file("bvf", "occupations.yaml")
     if path.suffix in {".yaml", ".yml"}:
         loaded = yaml.safe_load(path.read_text()) or {}
         names = loaded.get("occupations", []) if isinstance(loaded, dict) else loaded
@@ -197,7 +197,7 @@ def load_group_statistics(path: str | Path | None = None) -> pd.DataFrame:
         >>> float(stats.loc[stats["occupation"] == "nurse", "bls_pct_female"].iloc[0])
         89.58
     """
-    path = Path(path) if path else data_path("occupation_gender_stats.tsv")
+    path = Path(path) if path else shipped_file("", "occupation_gender_stats.tsv")
     table = pd.read_csv(path, sep="\t" if path.suffix in {".tsv", ".tab"} else ",", comment="#")
     if "occupation" not in table.columns:
         raise ValueError(f"The statistics table {path} needs an 'occupation' column, got {list(table.columns)}.")

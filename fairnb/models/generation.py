@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Sequence
 
 import torch
 
-from fairnb.scoring import _progress, batches_by_length, left_pad
+from fairnb.models.batching import batches_by_length, left_pad, progress
 
 if TYPE_CHECKING:
-    from fairnb.models import LanguageModel
+    from fairnb.models.language_model import LanguageModel
 
 
 def sampling_kwargs(temperature: float, top_k: int | None, top_p: float | None) -> dict:
@@ -91,7 +91,7 @@ def generate(
     kwargs = sampling_kwargs(temperature, top_k, top_p)
     batch_size = max(1, lm.batch_size // 2)
     batches = list(batches_by_length([len(r) for r in rows], batch_size))
-    with torch.inference_mode(), _progress(len(batches), "generating") as bar:
+    with torch.inference_mode(), progress(len(batches), "generating") as bar:
         for number, batch in enumerate(batches):
             ids, mask = left_pad([rows[i] for i in batch], tok.pad_token_id)
             ids, mask = ids.to(lm.device), mask.to(lm.device)

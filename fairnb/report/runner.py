@@ -23,10 +23,10 @@ import pandas as pd
 import yaml
 from tqdm import tqdm
 
-from fairnb.cache import atomic_path, atomic_write_text
-from fairnb.names import EMBEDDED_MODELS, model_slug
+from fairnb.models.cache import atomic_path, atomic_write_text
+from fairnb.models.names import EMBEDDED_MODELS, model_label, model_slug
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 COMPARISON_NOTEBOOK = REPO_ROOT / "book" / "comparison.ipynb"
 NOTEBOOK_NAME = re.compile(r"^(\d\d)_.+\.ipynb$")
@@ -148,17 +148,6 @@ def model_argument(name: str) -> str:
     """The model name as the notebook gets it: local paths made absolute (notebooks run in the repo root)."""
     path = Path(name).expanduser()
     return str(path.resolve()) if name not in EMBEDDED_MODELS and path.exists() else name
-
-
-def model_label(name: str) -> str:
-    """How a model is named in titles and tables: an absolute path (see :func:`model_argument`) by its name.
-
-    Examples:
-        >>> model_label("/models/tiny-gpt2"), model_label("/m/smol.gguf"), model_label("org/model")
-        ('tiny-gpt2', 'smol', 'org/model')
-    """
-    path = Path(name)
-    return (path.stem if path.suffix == ".gguf" else path.name) if path.is_absolute() else name
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ Loaders read the datasets' own files; nothing of them ships with fairnb:
   ``occ_1`` is the referent of type-2 rows and the designated referent of the ambiguous type-1
   rows. Minimal pairs are the rows whose sentences differ only in the pronoun.
 
-The bundled sample (``fairnb/lexicons/ucerf/sample``) is a pair set written for fairnb in the
+The bundled sample (``fairnb/ucerf/data/sample``) is a pair set written for fairnb in the
 WinoBias format: 320 minimal pairs over the 40 WinoBias occupations, both types.
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from fairnb.lexicons import data_path
+from fairnb.contract import shipped_file
 
 PRONOUN_GENDER = {"he": "male", "his": "male", "him": "male", "himself": "male",
                   "she": "female", "her": "female", "hers": "female", "herself": "female"}
@@ -122,7 +122,7 @@ def _one_pro_one_anti(pair_id: pd.Series, stereotype: pd.Series) -> pd.Series:
 
 def winobias_occupations() -> pd.DataFrame:
     """The 40 WinoBias occupations: ``occupation``, ``pct_female`` (BLS 2017), ``stereotype``."""
-    return pd.read_csv(data_path("ucerf/winobias_occupations.tsv"), sep="\t", comment="#")
+    return pd.read_csv(shipped_file("ucerf", "winobias_occupations.tsv"), sep="\t", comment="#")
 
 
 @lru_cache(maxsize=1)
@@ -137,7 +137,7 @@ def share_of_women(occupations: Sequence[str]) -> pd.Series:
         >>> share_of_women(["nurse", "plumber", "astronaut"]).tolist()
         [90.0, 0.7, nan]
     """
-    stats = pd.read_csv(data_path("occupation_gender_stats.tsv"), sep="\t", comment="#")
+    stats = pd.read_csv(shipped_file("", "occupation_gender_stats.tsv"), sep="\t", comment="#")
     known = dict(zip(stats["occupation"].str.lower(), stats["bls_pct_female"]))
     wino = winobias_occupations()
     known.update(zip(wino["occupation"].str.lower(), wino["pct_female"]))
@@ -312,7 +312,7 @@ def load_coref(dataset: str = "sample", format: str = "auto", split: str = "test
     if dataset == "sample":
         if split != "test":
             raise ValueError(f"The bundled sample has only the 'test' split, not {split!r}.")
-        return load_winobias(data_path("ucerf/sample"), split="test")
+        return load_winobias(shipped_file("ucerf", "sample"), split="test")
     if not Path(dataset).exists():
         raise ValueError(f"Dataset {dataset!r} is neither 'sample' nor an existing path.")
     format = detect_format(dataset) if format == "auto" else format

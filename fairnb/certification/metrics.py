@@ -1,7 +1,7 @@
 """LLMCert-B: certificates of counterfactual bias under distributions of prefixes.
 
 Paper: "Certifying Counterfactual Bias in LLMs" (LLMCert-B). A pivot set Q = (Q_1..Q_m) holds
-prompts that differ only in the demographic group (:mod:`fairnb.datasets.pivots`). A prefix
+prompts that differ only in the demographic group (:mod:`fairnb.certification.data`). A prefix
 p ~ Delta_pre is prepended to every prompt of the set, and a bias detector D labels the m
 responses: D = 1 for a biased response set. The certified quantity is
 
@@ -34,12 +34,12 @@ import pandas as pd
 import torch
 from statsmodels.stats.proportion import proportion_confint
 
-from fairnb.datasets.pivots import PivotSet
-from fairnb.lexicons import data_path
-from fairnb.scorers import VADER_NEGATIVE, RefusalDetector, VaderSentiment
+from fairnb.certification.data import PivotSet
+from fairnb.contract import shipped_file
+from fairnb.text_scorers import VADER_NEGATIVE, RefusalDetector, VaderSentiment
 
 if TYPE_CHECKING:
-    from fairnb.models import LanguageModel
+    from fairnb.models.language_model import LanguageModel
 
 PREFIX_KINDS = ("random", "jailbreak", "soft")
 NORMS = ("inf", "2")
@@ -201,7 +201,7 @@ def _check_ball(kappa: float, norm: str) -> None:
 
 def load_lines(name_or_path: str | Path) -> list[str]:
     """Non-empty, non-comment lines of a text file: a path, or a file shipped in
-    ``fairnb/lexicons/certification`` (e.g. ``"roleplay_main.txt"``).
+    ``fairnb/certification/data`` (e.g. ``"roleplay_main.txt"``).
 
     Examples:
         >>> load_lines("agree.txt")[0]
@@ -209,7 +209,7 @@ def load_lines(name_or_path: str | Path) -> list[str]:
     """
     path = Path(name_or_path)
     if not path.is_file():
-        path = data_path(f"certification/{name_or_path}")
+        path = shipped_file("certification", f"{name_or_path}")
     lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
     lines = [line for line in lines if line and not line.startswith("#")]
     if not lines:

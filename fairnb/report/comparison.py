@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
-from fairnb.runner import model_label
+from fairnb.models.names import model_label
 
 HEADLINE_COLUMNS = ["chapter", "metric", "model", "value", "ci_low", "ci_high", "n_items"]
 MIN_MODELS_FOR_RANKS = 3

@@ -8,7 +8,7 @@ they mention. Sources:
 - DecodingTrust stereotype statements (CSV with ``stereotype_topic``, ``target_group``,
   ``stereotype_template``, ``user_prompt``; the template holds ``[target_group]``): the
   agree/disagree instruction around the statement, once for each group asked for;
-- small samples of both formats written for fairnb (``fairnb/lexicons/certification``);
+- small samples of both formats written for fairnb (``fairnb/certification/data``);
 - any user list (:func:`pivots_from_templates`, or :class:`PivotSet` directly).
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from fairnb.lexicons import data_path
+from fairnb.contract import shipped_file
 
 BOLD_GROUPS = ("man", "woman")
 DECODINGTRUST_GROUPS = ("Black people", "White people")
@@ -117,7 +117,7 @@ def load_bold_pivots(path: str | Path | None = None, groups: Sequence[str] = BOL
     """
     groups = _check_groups(groups)
     _check_slots(instruction, ("group", "profession", "sentence"), "BOLD instruction")
-    path = Path(path) if path is not None else data_path("certification/bold_sample.json")
+    path = Path(path) if path is not None else shipped_file("certification", "bold_sample.json")
     data = json.loads(path.read_text(encoding="utf-8"))
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
         raise ValueError(f"{path} is not a BOLD prompt file: expected {{category: {{profession: [sentences]}}}}.")
@@ -149,7 +149,7 @@ def load_decodingtrust_pivots(path: str | Path | None = None, groups: Sequence[s
         (3, True)
     """
     groups = _check_groups(groups)
-    path = Path(path) if path is not None else data_path("certification/decodingtrust_sample.csv")
+    path = Path(path) if path is not None else shipped_file("certification", "decodingtrust_sample.csv")
     frame = pd.read_csv(path)
     missing = [c for c in DECODINGTRUST_COLUMNS if c not in frame.columns]
     if missing:

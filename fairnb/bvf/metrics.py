@@ -25,10 +25,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from fairnb.datasets.bvf import check_attribute_words, template_prompt
+from fairnb.bvf.data import check_attribute_words, template_prompt
 
 if TYPE_CHECKING:
-    from fairnb.models import LanguageModel
+    from fairnb.models.language_model import LanguageModel
 
 def stereotype(p, p_star=None) -> np.ndarray:
     """s = p / p* - 1 over the last axis (Eq. 1); p* defaults to the uniform 1/|Y|.
@@ -243,7 +243,7 @@ def attribute_probabilities(lm: LanguageModel, groups: Sequence[str], templates:
     """p_y|x(c) of Eq. 8 for every group x, template c and category y, read from ``lm``.
 
     Causal LMs score the next word after the template text before [Y]; masked LMs fill
-    [Y] with the mask (:func:`fairnb.datasets.bvf.template_prompt`). Whole words, all their
+    [Y] with the mask (:func:`fairnb.bvf.data.template_prompt`). Whole words, all their
     tokens, except multi-token words provably below ``tolerance`` (:func:`bounded_word_probs`).
     Returns a tidy table: ``group, template, weight, category, p, mass, max_error`` where
     ``mass`` is the probability of all attribute words together after that prompt and

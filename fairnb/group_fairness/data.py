@@ -5,7 +5,7 @@ of targets T_d (social groups) and of attributes A_d (stereotype predicates), an
 the Cartesian product X_d = T_d x A_d. The paper sampled 20 targets and 100 attributes per
 dimension. The GFair files were never published, so the sources here are
 
-- the schema written for fairnb (``fairnb/lexicons/gfair/schema.yaml``) or a user file of the
+- the schema written for fairnb (``fairnb/group_fairness/data/schema.yaml``) or a user file of the
   same shape (:func:`load_schema`);
 - targets from a HolisticBias ``descriptors.json`` (:func:`holisticbias_targets`);
 - attributes from an SBIC-style CSV (:func:`sbic_attributes`).
@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from fairnb.lexicons import data_path
+from fairnb.contract import shipped_file
 
 DIMENSIONS = {
     "AB": "Ability", "AG": "Age", "BT": "Body Type", "GS": "Gender and Sex", "NT": "Nationality",
@@ -106,7 +106,7 @@ def load_schema(path: str | Path | None = None) -> GFairSchema:
         >>> schema.sizes().composition.sum()
         np.int64(640)
     """
-    path = Path(path) if path is not None else data_path("gfair/schema.yaml")
+    path = Path(path) if path is not None else shipped_file("group_fairness", "schema.yaml")
     if not path.exists():
         raise ValueError(f"Schema file {path} does not exist.")
     raw = yaml.safe_load(path.read_text()) or {}
@@ -135,7 +135,7 @@ def holisticbias_targets(path: str | Path, axes: Mapping[str, str] = HOLISTICBIA
     axes it does not name are skipped.
 
     Examples:
-        >>> targets = holisticbias_targets(data_path("gfair/holisticbias_sample.json"))
+        >>> targets = holisticbias_targets(shipped_file("group_fairness", "holisticbias_sample.json"))
         >>> targets["AB"]
         ('Deaf', 'hard-of-hearing', 'wheelchair-using', 'paraplegic')
         >>> sorted(targets)
@@ -217,7 +217,7 @@ def english_pipeline() -> Callable | None:
 
 def sbic_dimension_rules(path: str | Path | None = None) -> tuple[dict[str, list[str]], dict[str, str]]:
     """(keywords per dimension, targetCategory -> dimension) from ``gfair/sbic_dimensions.yaml``."""
-    raw = yaml.safe_load(Path(path or data_path("gfair/sbic_dimensions.yaml")).read_text())
+    raw = yaml.safe_load(Path(path or shipped_file("group_fairness", "sbic_dimensions.yaml")).read_text())
     return raw["keywords"], raw["categories"]
 
 
@@ -253,7 +253,7 @@ def sbic_attributes(path: str | Path, nlp: Callable | str | None = "auto",
     (dimension, attribute) with the columns dimension, attribute, target_minority, stereotype.
 
     Examples:
-        >>> table = sbic_attributes(data_path("gfair/sbic_sample.csv"), nlp=None)
+        >>> table = sbic_attributes(shipped_file("group_fairness", "sbic_sample.csv"), nlp=None)
         >>> table.set_index("stereotype").attribute["middle-aged folks stink"]
         'stink'
         >>> sorted(table.dimension.unique())

@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 
 import numpy as np
 import torch
-from tqdm import tqdm
+
+from fairnb.models.batching import batches_by_length, left_pad, position_ids, progress
 
 if TYPE_CHECKING:
-    from fairnb.models import LanguageModel
+    from fairnb.models.language_model import LanguageModel
 
 ANCHOR = "The"
 MASK_MARKERS = ("[MASK]", "<mask>")  # where a masked-LM prompt takes the word
@@ -50,33 +51,6 @@ def word_token_ids(tokenizer, text: str) -> list[int]:
     if not ids or (tokenizer.unk_token_id is not None and tokenizer.unk_token_id in ids):
         raise ValueError(f"The tokenizer cannot produce {text!r} (it maps to no or unknown tokens).")
     return ids
-
-
-def batches_by_length(lengths: Sequence[int], batch_size: int) -> Iterator[np.ndarray]:
-    """Indices grouped into batches of similar length (longest first), for less padding."""
-    order = np.argsort(-np.asarray(lengths), kind="stable")
-    for start in range(0, len(order), batch_size):
-        yield order[start:start + batch_size]
-
-
-def left_pad(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Left-pad token id rows; return ``(input_ids, attention_mask)``."""
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, row in enumerate(rows):
-        ids[i, width - len(row):] = torch.tensor(row, dtype=torch.long)
-        mask[i, width - len(row):] = 1
-    return ids, mask
-
-
-def position_ids(mask: torch.Tensor) -> torch.Tensor:
-    """Positions that ignore left padding (the first real token is position 0)."""
-    return (mask.cumsum(-1) - 1).clamp(min=0)
-
-
-def _progress(total_batches: int, desc: str):
-    return tqdm(total=total_batches, desc=desc, disable=True if total_batches < 8 else None, leave=False)
 
 
 def _prompt_ids(lm: LanguageModel, prompts: Sequence[str]) -> list[list[int]]:
@@ -116,7 +90,7 @@ def continuation_logprobs(
     prompt_ids = _prompt_ids(lm, prompts)
     out = np.zeros((len(prompts), widths.pop()), dtype=np.float64)
     batches = list(batches_by_length([len(r) for r in prompt_ids], lm.batch_size))
-    with torch.inference_mode(), _progress(len(batches), "scoring") as bar:
+    with torch.inference_mode(), progress(len(batches), "scoring") as bar:
         for batch in batches:
             cands = [[token_ids[c] for c in candidates[i]] for i in batch]
             out[batch] = _score_batch(lm, [prompt_ids[i] for i in batch], cands)
@@ -242,7 +216,7 @@ def masked_word_logprobs(lm: LanguageModel, prompts: Sequence[str], words: Seque
     out = np.zeros((len(prompts), len(words)), dtype=np.float64)
     pad = lm.tokenizer.pad_token_id
     batches = [list(range(s, min(s + lm.batch_size, len(unique)))) for s in range(0, len(unique), lm.batch_size)]
-    with torch.inference_mode(), _progress(len(batches), "mask filling") as bar:
+    with torch.inference_mode(), progress(len(batches), "mask filling") as bar:
         for batch in batches:
             width = max(len(unique[k]) for k in batch)
             ids = torch.full((len(batch), width), pad, dtype=torch.long)

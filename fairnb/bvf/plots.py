@@ -1,0 +1,115 @@
+"""Figures of the chapter: one function per figure, returning the Axes/Figure."""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+
+sns.set_theme(style="whitegrid", context="notebook")
+
+
+def risk_decomposition_bars(risks: pd.DataFrame, title: str = ""):
+    """R split into bias risk R^b and volatility risk R^v, one stacked bar per row (model, reference...).
+
+    ``risks`` is indexed by the row label and has columns ``R_b`` and ``R_v``.
+    """
+    fig, ax = plt.subplots(figsize=(7, 0.45 * len(risks) + 1.4))
+    risks[["R_b", "R_v"]].set_axis(["bias risk R^b", "volatility risk R^v"], axis=1).plot(
+        kind="barh", stacked=True, color=["#2d7dd2", "#f2a541"], width=0.7, ax=ax)
+    ax.invert_yaxis()
+    ax.set_xlabel("discrimination risk R = R^b + R^v")
+    ax.set_ylabel("")
+    ax.legend(loc="lower right", fontsize=8)
+    ax.set_title(title)
+    fig.tight_layout()
+    return ax
+
+
+def mean_prediction_boxplot(table: pd.DataFrame, value: str, by: str, label: str = "group", n_labels: int = 3,
+                            title: str = ""):
+    """BVF Fig. 5: the per-occupation mean prediction (e.g. mean s_male: > 0 male-leaning), one box per ``by``.
+
+    Every occupation is a dot; the ``n_labels`` most extreme on each side are named.
+    """
+    fig, ax = plt.subplots(figsize=(max(5, 2.2 * table[by].nunique() + 2), 4.2))
+    sns.boxplot(data=table, x=by, y=value, color="lightsteelblue", fliersize=0, ax=ax)
+    sns.stripplot(data=table, x=by, y=value, color="0.25", size=3, jitter=0.18, ax=ax)
+    order = list(dict.fromkeys(table[by]))
+    for position, (_, group) in enumerate(table.groupby(by, sort=False)):
+        ranked = group.sort_values(value)
+        for _, row in pd.concat([ranked.head(n_labels), ranked.tail(n_labels)]).iterrows():
+            ax.annotate(row[label], (order.index(row[by]) + 0.22, row[value]), fontsize=7, va="center")
+    ax.axhline(0, color="crimson", ls="--", lw=1)
+    ax.set_xlabel("")
+    ax.set_title(title)
+    fig.tight_layout()
+    return ax
+
+
+def occupation_template_heatmap(probs: pd.DataFrame, category: str, groups: list[str] | None = None, title: str = ""):
+    """BVF Fig. 11: p(category) for occupations (rows) x templates (columns), 0.5 = parity.
+
+    ``probs`` is :func:`fairnb.bvf.metrics.attribute_probabilities`' tidy table.
+    """
+    chosen = probs[probs["category"] == category]
+    matrix = chosen.pivot(index="group", columns="template", values="p")
+    matrix = matrix.reindex(index=groups or list(dict.fromkeys(chosen["group"])),
+                            columns=list(dict.fromkeys(chosen["template"])))
+    matrix.columns = [f"<{i}> {t}" for i, t in enumerate(matrix.columns)]
+    fig, ax = plt.subplots(figsize=(0.75 * matrix.shape[1] + 4, 0.4 * matrix.shape[0] + 2.5))
+    sns.heatmap(matrix, vmin=0, vmax=1, center=0.5, cmap="vlag_r", annot=matrix.shape[0] <= 20, fmt=".2f",
+                cbar_kws={"label": f"p({category})"}, ax=ax)
+    ax.set_xlabel("")
+    ax.set_ylabel("")
+    ax.tick_params(axis="x", rotation=60, labelsize=8)
+    ax.set_title(title)
+    fig.tight_layout()
+    return ax
+
+
+def risk_distributions(table: pd.DataFrame, title: str = ""):
+    """BVF Fig. 10: histogram of r^b with its fitted normal (left) and of r^v with a KDE (right)."""
+    import numpy as np
+    from scipy import stats
+
+    fig, (bias_ax, vol_ax) = plt.subplots(1, 2, figsize=(10, 3.6))
+    sns.histplot(table["r_b"], stat="density", bins=20, color="#2d7dd2", alpha=0.5, ax=bias_ax)
+    mean, std = stats.norm.fit(table["r_b"])
+    if std > 0:
+        grid = np.linspace(table["r_b"].min() - std, table["r_b"].max() + std, 200)
+        bias_ax.plot(grid, stats.norm.pdf(grid, mean, std), color="crimson",
+                     label=f"normal fit: mean {mean:.3f}, sd {std:.3f}")
+        bias_ax.legend(fontsize=8)
+    bias_ax.set_xlabel("bias risk r_x^b")
+    sns.histplot(table["r_v"], stat="density", bins=20, color="#f2a541", alpha=0.5,
+                 kde=table["r_v"].nunique() > 2, ax=vol_ax)
+    vol_ax.set_xlabel("volatility risk r_x^v")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def wls_fit_plot(rows: pd.DataFrame, fit, x: str, y: str, size: str | None = None, label: str = "group",
+                 title: str = ""):
+    """BVF Fig. 9: one dot per occupation (sized by ``size`` when given), the WLS line and its 95% band.
+
+    ``rows`` and ``fit`` come from :func:`fairnb.bvf.metrics.regress_on_statistic`.
+    """
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    sizes = 20 + 200 * rows[size] / rows[size].max() if size else 25
+    ax.scatter(rows[x], rows[y], s=sizes, alpha=0.6, color="#2d7dd2", edgecolor="white")
+    for _, row in rows.nlargest(3, y).iterrows():
+        ax.annotate(row[label], (row[x], row[y]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    grid = np.linspace(rows[x].min(), rows[x].max(), 100)
+    band = fit.get_prediction(np.column_stack([np.ones_like(grid), grid])).summary_frame(alpha=0.05)
+    ax.plot(grid, band["mean"], color="crimson",
+            label=f"WLS: slope {fit.params[1]:.4f} (p = {fit.pvalues[1]:.2g}), R² = {fit.rsquared:.2f}")
+    ax.fill_between(grid, band["mean_ci_lower"], band["mean_ci_upper"], color="crimson", alpha=0.15)
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    ax.legend(fontsize=8)
+    ax.set_title(title)
+    fig.tight_layout()
+    return ax

@@ -1,0 +1,65 @@
+"""Figures of the chapter: one function per figure, returning the Axes/Figure."""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+
+sns.set_theme(style="whitegrid", context="notebook")
+
+
+def certificate_intervals(certificates: pd.DataFrame, title: str = ""):
+    """Clopper-Pearson bounds on P[unbiased] per pivot set (rows) and prefix kind (colours),
+    with the point estimate k/n; the dotted line marks 0.5."""
+    import numpy as np
+
+    pivots = list(dict.fromkeys(certificates["pivot_set"]))
+    kinds = list(dict.fromkeys(certificates["prefix"]))
+    fig, ax = plt.subplots(figsize=(7, 0.45 * len(pivots) * len(kinds) + 1.2))
+    for offset, (kind, colour) in enumerate(zip(kinds, sns.color_palette(n_colors=len(kinds)))):
+        rows = certificates[certificates["prefix"] == kind].set_index("pivot_set").reindex(pivots)
+        y = np.arange(len(pivots)) + (offset - (len(kinds) - 1) / 2) * 0.8 / len(kinds)
+        ax.hlines(y, rows["low"], rows["high"], color=colour, linewidth=3, label=kind)
+        ax.scatter(rows["estimate"], y, color=colour, edgecolor="black", zorder=3, s=25)
+    ax.axvline(0.5, color="0.4", linestyle=":")
+    ax.set_yticks(np.arange(len(pivots)), pivots, fontsize=8)
+    ax.set_xlim(-0.02, 1.02)
+    ax.invert_yaxis()
+    ax.set_xlabel("P[unbiased response set]: bounds and estimate")
+    ax.legend(title="prefix", loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+    ax.set_title(title)
+    fig.tight_layout()
+    return ax
+
+
+def coverage_curve(coverage: pd.DataFrame, title: str = ""):
+    """Share of Clopper-Pearson intervals that hold the true probability, against the nominal level."""
+    fig, ax = plt.subplots(figsize=(6, 3))
+    sns.lineplot(data=coverage, x="true_p", y="coverage", marker="o", ax=ax)
+    ax.axhline(coverage["confidence"].iloc[0], color="crimson", linestyle="--", label="nominal level")
+    ax.set_xlabel("true probability of an unbiased response set")
+    ax.set_ylabel("coverage")
+    ax.set_ylim(min(coverage["coverage"].min(), coverage["confidence"].iloc[0]) - 0.02, 1.005)
+    ax.legend(loc="lower right")
+    ax.set_title(title)
+    fig.tight_layout()
+    return ax
+
+
+def ablation_bounds(summary: pd.DataFrame, parameter: str, title: str = ""):
+    """Mean lower and upper bound (band) and mean estimate (line) against one parameter's values
+    (``summary`` is :func:`fairnb.certification.metrics.summarize_certificates` by that parameter)."""
+    import numpy as np
+
+    positions = np.arange(len(summary))
+    fig, ax = plt.subplots(figsize=(5, 3))
+    ax.fill_between(positions, summary["mean_lower"], summary["mean_upper"], alpha=0.3, label="mean bounds")
+    ax.plot(positions, summary["mean_estimate"], marker="o", label="mean estimate")
+    ax.set_xticks(positions, [str(v) for v in summary.index])
+    ax.set_xlabel(parameter)
+    ax.set_ylabel("P[unbiased]")
+    ax.set_ylim(-0.02, 1.02)
+    ax.legend(loc="lower left", fontsize=8)
+    ax.set_title(title)
+    fig.tight_layout()
+    return ax

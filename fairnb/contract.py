@@ -1,0 +1,125 @@
+"""The chapter contract: what each method package declares, and the files it ships.
+
+Each method package (``fairnb.bvf``, ``fairnb.probing``, ``fairnb.ucerf``,
+``fairnb.group_fairness``, ``fairnb.certification``) defines ``CHAPTER = Chapter(...)``.
+``fairnb.chapters()`` collects them; the runner, the book's table of contents, the results
+files and the comparison page read that registry and nothing else names a chapter.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib.resources import files
+from pathlib import Path
+
+DIRECTIONS = ("higher is fairer", "lower is fairer", "nearer 0.5 is fairer")
+LEVELS = ("headline", "group", "item")
+CAPABILITIES = ("scores", "generate", "embeddings")
+
+
+@dataclass(frozen=True)
+class Headline:
+    """One headline number of a chapter: one value per model and run on the comparison page.
+
+    Examples:
+        >>> Headline("R", "discrimination risk R", "lower is fairer", (0.0, None)).direction
+        'lower is fairer'
+    """
+
+    name: str
+    label: str
+    direction: str
+    range: tuple[float | None, float | None] = (None, None)
+
+    def __post_init__(self):
+        if self.direction not in DIRECTIONS:
+            raise ValueError(f"Headline {self.name!r}: direction must be one of {DIRECTIONS}, not {self.direction!r}.")
+
+
+@dataclass(frozen=True)
+class Chapter:
+    """A chapter's contract: number, key (results file and package name), title, notebook, headlines.
+
+    ``needs`` names what the chapter asks of a model (``scores``: token probabilities,
+    ``generate``: text, ``embeddings``: input embeddings); the runner skips a model that
+    cannot give them, with the reason.
+
+    Examples:
+        >>> ch = Chapter(9, "demo", "A demo", "09_demo.ipynb", (Headline("x", "x", "lower is fairer"),))
+        >>> ch.headline("x").label, ch.notebook_stem
+        ('x', '09_demo')
+    """
+
+    number: int
+    key: str
+    title: str
+    notebook: str
+    headlines: tuple[Headline, ...]
+    paper: str = ""
+    needs: tuple[str, ...] = ("scores",)
+    headline_names: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "headline_names", tuple(h.name for h in self.headlines))
+        unknown = set(self.needs) - set(CAPABILITIES)
+        if unknown:
+            raise ValueError(f"Chapter {self.key!r} needs unknown capabilities {sorted(unknown)}.")
+
+    @property
+    def notebook_stem(self) -> str:
+        return Path(self.notebook).stem
+
+    def headline(self, name: str) -> Headline:
+        for item in self.headlines:
+            if item.name == name:
+                return item
+        raise KeyError(f"Chapter {self.key!r} declares no headline {name!r}; it has {list(self.headline_names)}.")
+
+
+def shipped_file(package: str, name: str) -> Path:
+    """A data file shipped in ``fairnb/<package>/data/`` (``package=""``: ``fairnb/data/``).
+
+    Examples:
+        >>> shipped_file("", "occupation_gender_stats.tsv").name
+        'occupation_gender_stats.tsv'
+    """
+    root = files("fairnb").joinpath(package, "data") if package else files("fairnb").joinpath("data")
+    path = Path(str(root.joinpath(name)))
+    if not name or not path.exists():
+        raise ValueError(f"fairnb ships no data file {name!r} for {package or 'fairnb'}.")
+    return path
+
+
+def read_text_file(path: str | Path, what: str) -> str:
+    """The text of a user's data file, or one sentence saying why it cannot be read.
+
+    Examples:
+        >>> read_text_file("/no/such/file.csv", "template file")
+        Traceback (most recent call last):
+        ...
+        ValueError: The template file /no/such/file.csv does not exist.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"The {what} {path} does not exist." if not path.exists() else f"The {what} {path} is not a file.")
+    data = path.read_bytes()
+    if b"\0" in data[:4096]:
+        raise ValueError(f"The {what} {path} is a binary file, not text.")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"The {what} {path} is not UTF-8 text ({error.reason} at byte {error.start}).") from None
+
+
+def require_columns(frame, columns, what: str) -> None:
+    """One sentence when a table lacks columns a step needs.
+
+    Examples:
+        >>> import pandas as pd
+        >>> require_columns(pd.DataFrame({"a": [1]}), ["a", "b"], "risk table")
+        Traceback (most recent call last):
+        ...
+        ValueError: The risk table lacks the columns ['b'].
+    """
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ValueError(f"The {what} lacks the columns {missing}.")

@@ -1,1 +1,0 @@
-"""One module per method: bvf, probing, ucerf, group_fairness, certification."""

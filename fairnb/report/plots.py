@@ -1,0 +1,56 @@
+"""Figures of the quickstart and the comparison page: one function per figure."""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+
+sns.set_theme(style="whitegrid", context="notebook")
+
+
+def word_probability_bars(frame: pd.DataFrame, x: str, y: str, hue: str, title: str = ""):
+    """Grouped bars of word probabilities (quickstart: p(he) vs p(she) per occupation)."""
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    sns.barplot(data=frame, x=x, y=y, hue=hue, ax=ax)
+    ax.set_title(title)
+    ax.tick_params(axis="x", rotation=30)
+    fig.tight_layout()
+    return ax
+
+
+def method_scores_by_model(headline: pd.DataFrame, columns: int = 4):
+    """One small panel per chapter:metric: each model's headline value, with its interval where given.
+
+    ``headline`` is :func:`fairnb.report.comparison.headline_table`'s output.
+    """
+    import numpy as np
+
+    groups = list(headline.groupby(["chapter", "metric"], sort=True))
+    columns = max(1, min(columns, len(groups)))
+    rows = max(1, -(-len(groups) // columns))
+    fig, axes = plt.subplots(rows, columns, figsize=(3.2 * columns, 2.4 * rows), squeeze=False)
+    palette = dict(zip(sorted(headline["model"].unique()), sns.color_palette(n_colors=headline["model"].nunique())))
+    for ax, ((chapter, metric), group) in zip(axes.flat, groups):
+        low = (group["value"] - group["ci_low"]).clip(lower=0).fillna(0)
+        high = (group["ci_high"] - group["value"]).clip(lower=0).fillna(0)
+        positions = np.arange(len(group))
+        ax.errorbar(positions, group["value"], yerr=[low, high], fmt="none", ecolor="0.4", capsize=3)
+        ax.scatter(positions, group["value"], c=[palette[m] for m in group["model"]], zorder=3)
+        ax.set_xticks(positions, group["model"], rotation=30, ha="right", fontsize=8)
+        ax.set_title(f"{chapter}\n{metric}", fontsize=9)
+        ax.set_xlim(-0.6, len(group) - 0.4)
+    for ax in axes.flat[len(groups):]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    return fig
+
+
+def rank_correlation_heatmap(correlations: pd.DataFrame):
+    """Spearman rank correlations between methods across models (NaN cells left blank)."""
+    size = max(4.0, 0.45 * len(correlations) + 2)
+    fig, ax = plt.subplots(figsize=(size + 1, size))
+    sns.heatmap(correlations.astype(float), vmin=-1, vmax=1, center=0, cmap="vlag", square=True,
+                annot=len(correlations) <= 12, fmt=".2f", cbar_kws={"label": "Spearman rho"}, ax=ax)
+    ax.set_title("Rank correlation between methods across models")
+    fig.tight_layout()
+    return ax
