@@ -10,7 +10,6 @@ in a column) or ``item``. The comparison page reads headline rows only.
 from __future__ import annotations
 
 import os
-import platform
 from pathlib import Path
 
 import pandas as pd
@@ -74,16 +73,3 @@ def read_results(root: str | Path | None = None) -> pd.DataFrame:
     if not files:
         return pd.DataFrame(columns=list(REQUIRED_COLUMNS))
     return pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
-
-
-def run_card(**parameters) -> pd.DataFrame:
-    """A two-column table of the parameters a chapter ran with, plus versions and machine."""
-    import torch
-    import transformers
-
-    from fairnb import __version__
-
-    info = dict(parameters)
-    info.update({"fairnb": __version__, "transformers": transformers.__version__,
-                 "torch": torch.__version__, "machine": f"{platform.machine()} {os.cpu_count()} cores"})
-    return pd.DataFrame({"parameter": list(info), "value": [str(v) for v in info.values()]})
