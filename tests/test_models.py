@@ -128,7 +128,7 @@ def test_unknown_model_fails_with_one_sentence(name):
 
 
 def test_bad_inputs_fail_early(tiny_gpt2, tiny_bert):
-    with pytest.raises(ValueError, match="word list is empty"):
+    with pytest.raises(ValueError, match="words is empty"):
         tiny_gpt2.next_word_probs(PROMPTS, [])
     with pytest.raises(ValueError, match="blank"):
         tiny_gpt2.next_word_probs(PROMPTS, ["she", " "])

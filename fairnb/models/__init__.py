@@ -1,9 +1,12 @@
 """The model layer (bottom layer): ``load_model`` -> :class:`LanguageModel`.
 
-Loading (hub ids, local folders, ``.gguf`` files, the embedded models), next-word and
-continuation scoring, batched generation, GGUF conversion and the disk cache. Nothing here
-imports a method package.
+:mod:`~fairnb.models.loading` resolves names (hub ids, local folders, ``.gguf`` files, the
+embedded models) and loads them; :mod:`~fairnb.models.language_model` is the one model
+abstraction; :mod:`~fairnb.models.scoring` and :mod:`~fairnb.models.generation` compute,
+:mod:`~fairnb.models.batching` batches, chunks and reports progress, and
+:mod:`~fairnb.models.cache` keeps results on disk. Nothing here imports a method package.
 """
-from fairnb.models.language_model import LanguageModel, load_model
+from fairnb.models.language_model import LanguageModel
+from fairnb.models.loading import load_model
 
 __all__ = ["LanguageModel", "load_model"]

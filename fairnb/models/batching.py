@@ -1,15 +1,27 @@
-"""Length-bucketed batches, left padding and progress bars shared by scoring and generation."""
+"""Batches, chunks and progress shared by scoring and generation.
+
+Rows are grouped into batches of similar length (less padding) and left-padded; batch sizes
+on CUDA follow the free memory. Large inputs are cut into chunks that are cached one by one
+(see :class:`fairnb.models.language_model.LanguageModel`), and :class:`Progress` writes
+rows done / total, rate and ETA to stderr, where a ``fairnb run`` log picks them up.
+"""
 from __future__ import annotations
 
+import sys
+import time
 from typing import Iterator, Sequence
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 
 def batches_by_length(lengths: Sequence[int], batch_size: int) -> Iterator[np.ndarray]:
-    """Indices grouped into batches of similar length (longest first), for less padding."""
+    """Indices grouped into batches of similar length (longest first), for less padding.
+
+    Examples:
+        >>> [b.tolist() for b in batches_by_length([3, 9, 5], batch_size=2)]
+        [[1, 2], [0]]
+    """
     order = np.argsort(-np.asarray(lengths), kind="stable")
     for start in range(0, len(order), batch_size):
         yield order[start:start + batch_size]
@@ -31,5 +43,96 @@ def position_ids(mask: torch.Tensor) -> torch.Tensor:
     return (mask.cumsum(-1) - 1).clamp(min=0)
 
 
-def progress(total_batches: int, desc: str):
-    return tqdm(total=total_batches, desc=desc, disable=True if total_batches < 8 else None, leave=False)
+def context_length(config) -> int | None:
+    """The most positions a model takes (None when its config does not say)."""
+    for name in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+        value = getattr(config, name, None)
+        if value:
+            return int(value)
+    return None
+
+
+def check_fits(rows: Sequence[Sequence[int]], extra: int, config, what: str) -> None:
+    """Raise one sentence when a row of token ids plus ``extra`` positions exceeds the context."""
+    context = context_length(config)
+    too_long = [i for i, r in enumerate(rows) if context and len(r) + extra > context]
+    if too_long:
+        raise ValueError(f"Prompt {too_long[0]} has {len(rows[too_long[0]])} tokens: with {extra} more for "
+                         f"{what} it exceeds the model's context of {context} tokens.")
+
+
+def auto_batch_size(device: str, model, tokens_per_row: int = 64) -> int:
+    """Rows per forward pass: 64 on CPU; on CUDA, as many as half the free memory holds.
+
+    A row costs its KV cache and activations (``tokens_per_row`` positions) plus one row of
+    fp32 logits over the vocabulary.
+    """
+    if not str(device).startswith("cuda"):
+        return 64
+    free, _ = torch.cuda.mem_get_info()
+    config = model.config
+    hidden = getattr(config, "hidden_size", 1024)
+    layers = getattr(config, "num_hidden_layers", 24)
+    bytes_per_row = tokens_per_row * hidden * layers * 2 * 8 + config.vocab_size * 4
+    return int(max(16, min(1024, free * 0.5 // bytes_per_row)))
+
+
+def chunk_bounds(n_rows: int, chunk_rows: int) -> list[tuple[int, int]]:
+    """``[start, stop)`` of consecutive chunks of ``chunk_rows`` rows.
+
+    Examples:
+        >>> chunk_bounds(5, 2)
+        [(0, 2), (2, 4), (4, 5)]
+    """
+    return [(start, min(start + chunk_rows, n_rows)) for start in range(0, n_rows, chunk_rows)]
+
+
+class Progress:
+    """Rows done / total, rate and ETA, one line to stderr at most every ``every_s`` seconds.
+
+    Quiet for work that ends within ``every_s``; the last line is written when the work
+    ends after at least one line was.
+    """
+
+    def __init__(self, total: int, what: str, every_s: float = 10.0, stream=None):
+        self.total, self.what, self.every_s = total, what, every_s
+        self.stream = stream or sys.stderr
+        self.done = self.resumed = 0
+        self.start = self.last = time.monotonic()
+        self.lines = 0
+
+    def update(self, rows: int, cached: bool = False) -> None:
+        """Count ``rows`` more rows as done (``cached``: read back from the cache, not computed)."""
+        self.done += rows
+        self.resumed += rows if cached else 0
+        now = time.monotonic()
+        if now - self.last >= self.every_s or (self.done >= self.total and self.lines):
+            self.last = now
+            self.lines += 1
+            self.stream.write(self.line(now) + "\n")
+            self.stream.flush()
+
+    def line(self, now: float) -> str:
+        """The progress sentence, e.g. ``scoring: 1,024 / 4,096 rows (25%), 85.3 rows/s, ETA 36 s``."""
+        computed, elapsed = self.done - self.resumed, max(now - self.start, 1e-9)
+        rate = computed / elapsed
+        left = self.total - self.done
+        eta = f"ETA {_duration(left / rate)}" if rate > 0 and left else ("done" if not left else "ETA ?")
+        cached = f", {self.resumed:,} from the cache" if self.resumed else ""
+        return (f"{self.what}: {self.done:,} / {self.total:,} rows ({self.done / max(self.total, 1):.0%}{cached}), "
+                f"{rate:.1f} rows/s, {eta}")
+
+
+def _duration(seconds: float) -> str:
+    """``42 s``, ``3 min 5 s``, ``2 h 10 min``.
+
+    Examples:
+        >>> _duration(42), _duration(185), _duration(7800)
+        ('42 s', '3 min 5 s', '2 h 10 min')
+    """
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60} min"

@@ -1,20 +1,29 @@
 """Atomic file writes and the on-disk cache of model outputs.
 
 The cache lives under ``$FAIRNB_CACHE`` (default ``~/.cache/fairnb``). A key is the
-SHA-256 of (model fingerprint, method, inputs), so a rerun of a notebook with the same
-model and inputs reads its arrays back instead of recomputing them.
+SHA-256 of (model fingerprint, method, inputs, settings); arrays among the inputs count by
+their bytes, shape and dtype. A rerun with the same model and inputs reads its results back
+instead of recomputing them; a damaged entry is logged with its path, dropped and recomputed.
+Files are created with the user's umask; temporaries that a killed process left behind are
+removed once they are an hour old.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
+import shutil
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import numpy as np
+
+log = logging.getLogger(__name__)
+STALE_AFTER_S = 3600  # a temporary this old belongs to a process that died
 
 
 def cache_dir() -> Path:
@@ -22,6 +31,39 @@ def cache_dir() -> Path:
     root = Path(os.environ.get("FAIRNB_CACHE", Path.home() / ".cache" / "fairnb"))
     root.mkdir(parents=True, exist_ok=True)
     return root
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def make_shareable(path: str | Path) -> None:
+    """Give ``path`` (a file, or a folder and everything in it) the modes the user's umask allows.
+
+    ``tempfile`` creates private (0600/0700) entries; a renamed temporary keeps them.
+    """
+    path, allowed = Path(path), 0o777 & ~_umask()
+    if path.is_dir():
+        for entry in [path, *path.rglob("*")]:
+            entry.chmod(allowed if entry.is_dir() else allowed & 0o666)
+    else:
+        path.chmod(allowed & 0o666)
+
+
+def remove_stale(folder: str | Path, pattern: str, older_than_s: float = STALE_AFTER_S) -> None:
+    """Delete entries of ``folder`` matching ``pattern`` not modified for ``older_than_s`` seconds."""
+    cutoff = time.time() - older_than_s
+    for entry in Path(folder).glob(pattern):
+        try:
+            if entry.lstat().st_mtime < cutoff:
+                if entry.is_dir():
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    entry.unlink()
+        except FileNotFoundError:  # another process cleaned it first
+            pass
 
 
 @contextmanager
@@ -32,10 +74,12 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
     """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale(target.parent, ".*.tmp")
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     os.close(fd)
     try:
         yield Path(tmp)
+        make_shareable(tmp)
         os.replace(tmp, target)
     finally:
         if os.path.exists(tmp):
@@ -54,7 +98,10 @@ def file_sha256(path: str | Path) -> str:
     stat = path.stat()
     memo = cache_dir() / "file-hashes.json"
     key = f"{path}:{stat.st_size}:{stat.st_mtime_ns}"
-    known = json.loads(memo.read_text()) if memo.exists() else {}
+    try:
+        known = json.loads(memo.read_text()) if memo.exists() else {}
+    except (ValueError, OSError):
+        known = {}
     if key not in known:
         digest = hashlib.sha256()
         with open(path, "rb") as handle:
@@ -65,10 +112,40 @@ def file_sha256(path: str | Path) -> str:
     return known[key]
 
 
+def _encode(value: Any) -> Any:
+    """JSON form of what ``json`` cannot write itself; arrays by bytes, shape and dtype."""
+    if hasattr(value, "detach"):  # a torch tensor, without importing torch here
+        value = value.detach().cpu()
+        dtype = str(value.dtype)
+        value = value.float().numpy() if "bfloat16" in dtype else value.numpy()
+        return {"array": hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest(),
+                "shape": list(value.shape), "dtype": dtype}
+    if isinstance(value, np.ndarray):
+        return {"array": hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest(),
+                "shape": list(value.shape), "dtype": str(value.dtype)}
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (set, frozenset)):
+        return sorted(value)
+    if isinstance(value, Path) or type(value).__module__ == "torch":  # paths, torch dtypes and devices
+        return str(value)
+    raise TypeError(f"cache_key cannot encode a {type(value).__name__}.")
+
+
 def cache_key(*parts: Any) -> str:
-    """A stable hex key for JSON-serialisable parts."""
-    blob = json.dumps(parts, sort_keys=True, default=str).encode()
+    """A stable hex key for JSON-serialisable parts (arrays and tensors count with shape and dtype).
+
+    Examples:
+        >>> cache_key(np.zeros((2, 3))) == cache_key(np.zeros((2, 1, 3)))
+        False
+    """
+    blob = json.dumps(parts, sort_keys=True, default=_encode).encode()
     return hashlib.sha256(blob).hexdigest()
+
+
+def _save_array(path: Path, value: np.ndarray) -> None:
+    with open(path, "wb") as handle:  # a handle: np.save would append .npy to a file name
+        np.save(handle, value, allow_pickle=False)
 
 
 class DiskCache:
@@ -78,24 +155,27 @@ class DiskCache:
         self.root = Path(root) if root is not None else cache_dir() / "outputs"
         self.enabled = enabled
 
-    def array(self, key: str, compute: Callable[[], np.ndarray]) -> np.ndarray:
-        """Return the cached array for ``key`` or compute, store and return it."""
-        path = self.root / key[:2] / f"{key}.npy"
+    def _cached(self, path: Path, read: Callable[[Path], Any], write: Callable[[Path, Any], None],
+                compute: Callable[[], Any]) -> Any:
         if self.enabled and path.exists():
-            return np.load(path)
-        value = np.asarray(compute())
+            try:
+                return read(path)
+            except (ValueError, OSError, EOFError) as err:
+                log.warning("Dropped the damaged cache entry %s (%s); recomputing it.", path, err)
+                path.unlink(missing_ok=True)
+        value = compute()
         if self.enabled:
             with atomic_path(path) as tmp:
-                with open(tmp, "wb") as handle:
-                    np.save(handle, value)
+                write(tmp, value)
         return value
+
+    def array(self, key: str, compute: Callable[[], np.ndarray]) -> np.ndarray:
+        """Return the cached array for ``key`` or compute, store and return it."""
+        return self._cached(self.root / key[:2] / f"{key}.npy", lambda p: np.load(p, allow_pickle=False),
+                            _save_array,
+                            lambda: np.asarray(compute()))
 
     def json(self, key: str, compute: Callable[[], Any]) -> Any:
         """Return the cached JSON value for ``key`` or compute, store and return it."""
-        path = self.root / key[:2] / f"{key}.json"
-        if self.enabled and path.exists():
-            return json.loads(path.read_text())
-        value = compute()
-        if self.enabled:
-            atomic_write_text(path, json.dumps(value))
-        return value
+        return self._cached(self.root / key[:2] / f"{key}.json", lambda p: json.loads(p.read_text()),
+                            lambda p, v: p.write_text(json.dumps(v)), compute)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 import numpy as np
 import torch
 
-from fairnb.models.batching import batches_by_length, left_pad, position_ids, progress
+from fairnb.models.batching import batches_by_length, check_fits, left_pad, position_ids
 
 if TYPE_CHECKING:
     from fairnb.models.language_model import LanguageModel
@@ -68,15 +68,9 @@ def continuation_logprobs(
 
     ``continuations`` is a flat list scored after every prompt, or one list per prompt.
     Trailing spaces of a prompt are dropped (the space belongs to the next word); other
-    trailing whitespace, such as the newline that ends a chat template, is kept.
-
-    Examples:
-        >>> batches = list(batches_by_length([3, 9, 5], batch_size=2))
-        >>> [b.tolist() for b in batches]
-        [[1, 2], [0]]
+    trailing whitespace, such as the newline that ends a chat template, is kept. A prompt
+    whose tokens and longest continuation exceed the model's context is refused.
     """
-    if len(prompts) == 0:
-        return np.zeros((0, len(continuations)))
     per_prompt = not isinstance(continuations[0], str)
     if per_prompt and len(continuations) != len(prompts):
         raise ValueError(f"Got {len(continuations)} continuation lists for {len(prompts)} prompts.")
@@ -88,13 +82,12 @@ def continuation_logprobs(
     if len(widths) != 1:
         raise ValueError("Every prompt needs the same number of continuations.")
     prompt_ids = _prompt_ids(lm, prompts)
+    check_fits(prompt_ids, max(len(ids) for ids in token_ids.values()), lm.model.config, "the continuation")
     out = np.zeros((len(prompts), widths.pop()), dtype=np.float64)
-    batches = list(batches_by_length([len(r) for r in prompt_ids], lm.batch_size))
-    with torch.inference_mode(), progress(len(batches), "scoring") as bar:
-        for batch in batches:
+    with torch.inference_mode():
+        for batch in batches_by_length([len(r) for r in prompt_ids], lm.batch_size):
             cands = [[token_ids[c] for c in candidates[i]] for i in batch]
             out[batch] = _score_batch(lm, [prompt_ids[i] for i in batch], cands)
-            bar.update()
     return out
 
 
@@ -208,6 +201,7 @@ def masked_word_logprobs(lm: LanguageModel, prompts: Sequence[str], words: Seque
     run once.
     """
     rows = _mask_rows(lm, prompts, words)
+    check_fits([r[0] for r in rows], 0, lm.model.config, "the masks")
     unique = sorted({r[0] for r in rows}, key=len)
     index = {seq: k for k, seq in enumerate(unique)}
     needed: dict[int, list[tuple[int, int, int, int]]] = {}
@@ -216,7 +210,7 @@ def masked_word_logprobs(lm: LanguageModel, prompts: Sequence[str], words: Seque
     out = np.zeros((len(prompts), len(words)), dtype=np.float64)
     pad = lm.tokenizer.pad_token_id
     batches = [list(range(s, min(s + lm.batch_size, len(unique)))) for s in range(0, len(unique), lm.batch_size)]
-    with torch.inference_mode(), progress(len(batches), "mask filling") as bar:
+    with torch.inference_mode():
         for batch in batches:
             width = max(len(unique[k]) for k in batch)
             ids = torch.full((len(batch), width), pad, dtype=torch.long)
@@ -230,5 +224,4 @@ def masked_word_logprobs(lm: LanguageModel, prompts: Sequence[str], words: Seque
                 logp = torch.log_softmax(logits[r, positions].float(), dim=-1).cpu()
                 for pos, target, i, j in needed[k]:
                     out[i, j] += logp[positions.index(pos), target].item()
-            bar.update()
     return out
