@@ -1,6 +1,9 @@
 """The model layer against hand computations and independent paths, on tiny offline models."""
 from __future__ import annotations
 
+import shutil
+import time
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -156,3 +159,143 @@ def test_disk_cache_returns_identical_arrays(tiny_gpt2_path):
 def test_model_slug():
     assert model_slug("default") == "default"
     assert model_slug("HuggingFaceTB/SmolLM2-135M") == "HuggingFaceTB__SmolLM2-135M"
+
+
+def test_sampled_text_does_not_depend_on_the_batch(tiny_gpt2, monkeypatch):
+    prompts = PROMPTS + [PROMPTS[0]]  # a repeated prompt gets its own draw
+    settings = dict(max_new_tokens=12, temperature=3.0, seed=5)
+    batched = tiny_gpt2.generate(prompts, **settings)
+    alone = [tiny_gpt2.generate([p], **settings)[0] for p in PROMPTS]
+    assert batched[:4] == alone
+    assert batched[4] != batched[0]
+    monkeypatch.setattr(tiny_gpt2, "batch_size", 2)
+    assert tiny_gpt2.generate(prompts, **settings) == batched
+    assert tiny_gpt2.generate(prompts[2:], **settings)[:2] == batched[2:4]
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda lm: lm.generate("The nurse", 3), "single string 'The nurse'"),
+    (lambda lm: lm.generate([5]), r"strings only; it holds 5 \(int\)"),
+    (lambda lm: lm.generate([None]), r"strings only; it holds None \(NoneType\)"),
+    (lambda lm: lm.generate([], 3), "prompts is empty"),
+    (lambda lm: lm.continuation_logprobs(PROMPTS, []), "continuations is empty"),
+    (lambda lm: lm.continuation_logprobs(PROMPTS, " cat"), "single string ' cat'"),
+    (lambda lm: lm.next_word_probs("The nurse said", ["she"]), "single string"),
+    (lambda lm: lm.next_word_probs(PROMPTS, "she"), "words must be a list of strings"),
+    (lambda lm: lm.generate(PROMPTS, max_new_tokens=0), "max_new_tokens must be a whole number of at least 1"),
+    (lambda lm: lm.generate(PROMPTS, max_new_tokens=2.5), "max_new_tokens must be a whole number"),
+    (lambda lm: lm.generate(PROMPTS, temperature=-1), "temperature must be a number >= 0"),
+    (lambda lm: lm.generate(PROMPTS, temperature=1, top_k=0), "top_k must be None or a whole number"),
+    (lambda lm: lm.generate(PROMPTS, temperature=1, top_p=0), r"top_p must be None or a number in \(0, 1\]"),
+    (lambda lm: lm.generate(PROMPTS, temperature=1, seed="x"), "seed must be a whole number"),
+    (lambda lm: lm.next_word_probs(["she " * 1030], ["he"]), "exceeds the model's context of 1024"),
+    (lambda lm: lm.continuation_logprobs(["she " * 1020], [" zebrafish"]), "exceeds the model's context of 1024"),
+])
+def test_bad_arguments_get_one_sentence(tiny_gpt2, call, message):
+    with pytest.raises(ValueError, match=message):
+        call(tiny_gpt2)
+
+
+def test_scoring_a_prompt_that_fills_the_context_exactly_is_allowed(tiny_gpt2):
+    rows = tiny_gpt2.tokenizer(["she " * 1023]).input_ids
+    prompt = tiny_gpt2.tokenizer.decode(rows[0][:1023])
+    assert np.isfinite(tiny_gpt2.continuation_logprobs([prompt], [" he"])).all()
+
+
+def test_load_model_rejects_none_and_a_corrupt_gguf(tmp_path):
+    with pytest.raises(ValueError, match="model name must be a non-empty string"):
+        load_model(None)
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"not a gguf file at all" * 10)
+    with pytest.raises(ValueError, match=f"{broken} is not a readable GGUF model file"):
+        load_model(str(broken))
+
+
+def test_hub_id_while_offline_fails_fast_saying_so(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    start = time.monotonic()
+    with pytest.raises(ValueError, match="not in the local Hugging Face cache while the hub is offline"):
+        load_model("some-org/not-downloaded-model")
+    assert time.monotonic() - start < 5
+
+
+def with_generation_config(folder, tmp_path, **settings):
+    """A copy of a model folder whose generation_config.json sets ``settings``."""
+    from transformers import GenerationConfig
+
+    copy = shutil.copytree(folder, tmp_path / "model")
+    GenerationConfig(**settings).save_pretrained(copy)
+    return copy
+
+
+def hand_generate(lm, prompt: str, n: int, seed_row: int | None = None, temperature: float = 1.0) -> str:
+    """Token by token without ``model.generate``: argmax, or a Gumbel-max draw from the full softmax."""
+    from fairnb.models.generation import RowGumbel
+
+    ids = lm.tokenizer(prompt).input_ids
+    noise = None if seed_row is None else RowGumbel([seed_row], "cpu")
+    new = []
+    with torch.no_grad():
+        for _ in range(n):
+            scores = lm.model(torch.tensor([ids + new])).logits[:, -1].float()
+            if noise is not None:
+                scores = noise(None, scores / temperature)
+            token = int(scores.argmax())
+            if token == lm.tokenizer.eos_token_id:
+                break
+            new.append(token)
+    return lm.tokenizer.decode(new)
+
+
+def test_generation_ignores_the_models_generation_config(tiny_gpt2_path, tmp_path):
+    from fairnb.models.generation import row_seeds
+
+    folder = with_generation_config(tiny_gpt2_path, tmp_path, do_sample=True, top_p=0.3, top_k=3, temperature=0.2,
+                                    repetition_penalty=5.0, no_repeat_ngram_size=2)
+    lm = load_model(str(folder), device="cpu", use_cache=False)
+    assert lm.model.generation_config.repetition_penalty == 5.0
+    greedy = lm.generate(PROMPTS, max_new_tokens=10)
+    assert greedy == [hand_generate(lm, p, 10) for p in PROMPTS]
+    sampled = lm.generate(PROMPTS, max_new_tokens=10, temperature=1.0, seed=2)
+    assert sampled == [hand_generate(lm, p, 10, s) for p, s in zip(PROMPTS, row_seeds(PROMPTS, 2))]
+
+
+def test_killed_scoring_run_resumes_with_the_missing_chunks_only(tiny_gpt2_path, tmp_path):
+    from fairnb.models.cache import DiskCache
+
+    prompts = [f"{p} {i}" for i in range(3) for p in PROMPTS]          # 12 prompts: 3 chunks of 4
+    lm = load_model(str(tiny_gpt2_path), device="cpu")
+    lm.cache, lm.chunk_rows, lm.batch_size = DiskCache(tmp_path / "outputs"), 4, 4
+    expected = load_model(str(tiny_gpt2_path), device="cpu", use_cache=False).next_word_probs(prompts, ["she", "he"])
+    forward, calls = lm.model.forward, []
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        if kill_after is not None and len(calls) > kill_after:
+            raise KeyboardInterrupt("killed")
+        return forward(*args, **kwargs)
+
+    lm.model.forward = counted
+    kill_after = 2                                                     # single-token words: one pass per chunk
+    with pytest.raises(KeyboardInterrupt):
+        lm.next_word_probs(prompts, ["she", "he"])
+    assert len(list(lm.cache.root.rglob("*.npy"))) == 2
+    calls.clear()
+    kill_after = None
+    np.testing.assert_allclose(lm.next_word_probs(prompts, ["she", "he"]), expected, rtol=1e-6)
+    assert len(calls) == 1
+
+
+def test_progress_reports_rows_rate_and_eta():
+    import io
+
+    from fairnb.models.batching import Progress
+
+    stream = io.StringIO()
+    progress = Progress(1000, "scoring", every_s=0, stream=stream)
+    progress.update(512, cached=True)
+    progress.update(488)
+    first, last = stream.getvalue().splitlines()
+    assert first.startswith("scoring: 512 / 1,000 rows (51%, 512 from the cache), ")
+    assert "rows/s, ETA " in first
+    assert last.startswith("scoring: 1,000 / 1,000 rows (100%, 512 from the cache)") and last.endswith("done")
