@@ -14,7 +14,6 @@ import numpy as np
 import torch
 
 from fairnb.probing.run import probe_prompts, template_probes
-from fairnb.models.generation import sampling_kwargs
 from fairnb.models.language_model import LanguageModel
 
 
@@ -45,7 +44,8 @@ def loop_generate(lm: LanguageModel, prompts: list[str], max_new_tokens: int, te
             ids = tok(prompt, return_tensors="pt", add_special_tokens=not lm.is_chat).input_ids.to(lm.device)
             torch.manual_seed(seed + i)
             out = lm.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
-                                    pad_token_id=tok.pad_token_id, **sampling_kwargs(temperature, None, None))
+                                    pad_token_id=tok.pad_token_id, do_sample=temperature > 0,
+                                    **({"temperature": temperature, "top_k": 0} if temperature else {}))
             texts.append(tok.decode(out[0, ids.shape[1]:], skip_special_tokens=True))
     return texts
 

@@ -79,8 +79,7 @@ def generation_config(lm: LanguageModel, max_new_tokens: int) -> GenerationConfi
     :class:`RowGumbel`); the model's own stop tokens are kept.
     """
     own = lm.model.generation_config
-    eos = (own.eos_token_id if own is not None and own.eos_token_id is not None
-           else lm.model.config.eos_token_id if lm.model.config.eos_token_id is not None else lm.tokenizer.eos_token_id)
+    eos = own.eos_token_id if own is not None else lm.tokenizer.eos_token_id
     return GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, num_beams=1, repetition_penalty=1.0,
                             no_repeat_ngram_size=0, pad_token_id=lm.tokenizer.pad_token_id, eos_token_id=eos,
                             bos_token_id=lm.model.config.bos_token_id)
