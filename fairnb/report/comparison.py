@@ -48,8 +48,8 @@ def headline_table(results: pd.DataFrame, chapters=None) -> pd.DataFrame:
         >>> rows = pd.DataFrame({"model": ["a", "a", "b"], "chapter": "c", "item": ["all", "x", "all"],
         ...                      "metric": ["R", "R", "R"], "value": [0.5, 9.0, 0.7],
         ...                      "level": ["headline", "group", "headline"], "ci_low": [0.4, None, None]})
-        >>> headline_table(rows, [ch])[["label", "model", "value", "ci_low"]].to_string(index=False)
-        ' label model  value  ci_low\\n risk R     a    0.5     0.4\\n risk R     b    0.7     NaN'
+        >>> headline_table(rows, [ch])[["label", "model", "value", "ci_low"]].values.tolist()
+        [['risk R', 'a', 0.5, 0.4], ['risk R', 'b', 0.7, nan]]
     """
     missing = {"model", "chapter", "metric", "value", "level"} - set(results.columns)
     if missing:
@@ -188,7 +188,7 @@ def within_model_agreement(scores: pd.DataFrame) -> pd.DataFrame:
     Examples:
         >>> s = pd.DataFrame({"model": "a", "occupation": list("wxyz"), "bvf": [1, 2, 3, 4],
         ...                   "probing": [1, 3, 2, 4], "ucerf": [4, 3, 2, 1]})
-        >>> within_model_agreement(s)[["first", "second", "n", "rho"]].to_dict("records")[0]
+        >>> within_model_agreement(s).round(3)[["first", "second", "n", "rho"]].to_dict("records")[0]
         {'first': 'bvf', 'second': 'probing', 'n': 4, 'rho': 0.8}
     """
     rows = []
