@@ -1,8 +1,8 @@
 """Notebook parameters: read from ``--param``/config, checked before any kernel starts.
 
 A parameter name must be a Python identifier (papermill writes ``name = value`` into the
-notebook, so anything else would be code) and one the notebook declares in its cell tagged
-``parameters``; ``limit`` must be a positive whole number or ``null``.
+notebook, so anything else would be code) and one a notebook of the run declares in its cell
+tagged ``parameters``; ``limit`` must be a positive whole number or ``null``.
 """
 from __future__ import annotations
 
@@ -82,16 +82,22 @@ def declared_parameters(notebook: str | Path) -> list[str]:
     return []
 
 
-def check_parameters(parameters: dict, notebook: str | Path) -> dict:
-    """``parameters`` unchanged when every name is declared by ``notebook``; else one sentence with the close match."""
-    declared = declared_parameters(notebook)
+def parameters_per_notebook(parameters: dict, notebooks) -> dict[Path, dict]:
+    """Each notebook's share of ``parameters`` (the ones it declares), every name checked first.
+
+    A name no notebook declares is an error naming the close match, so a typo never passes
+    silently; a name only some notebooks declare goes to those (``--param k=2`` over all chapters).
+    """
+    declared = {Path(notebook): declared_parameters(notebook) for notebook in notebooks}
+    known = sorted({name for names in declared.values() for name in names})
     for name, value in parameters.items():
         check_name(name)
-        if name not in declared:
-            close = difflib.get_close_matches(name, declared, n=1)
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
-            raise ValueError(f"{Path(notebook).name} has no parameter {name!r}: {hint}"
-                             f"its parameters are {', '.join(declared) or 'none'}.")
+            where = ", ".join(p.name for p in declared)
+            raise ValueError(f"No notebook ({where}) has a parameter {name!r}: {hint}"
+                             f"the parameters are {', '.join(known) or 'none'}.")
         if name == "limit":
             check_limit(value)
-    return parameters
+    return {path: {k: v for k, v in parameters.items() if k in names} for path, names in declared.items()}

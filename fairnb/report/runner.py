@@ -31,7 +31,7 @@ import fairnb
 from fairnb.contract import CAPABILITIES
 from fairnb.models.cache import atomic_write_text, cache_key
 from fairnb.models.names import EMBEDDED_MODELS, model_label, model_slug
-from fairnb.report.parameters import check_parameters
+from fairnb.report.parameters import parameters_per_notebook
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
@@ -88,7 +88,7 @@ def execute_notebook(source: str | Path, output: str | Path, parameters: dict | 
             papermill.execute_notebook(
                 str(source), str(tmp), parameters=parameters or {}, cwd=str(cwd or REPO_ROOT),
                 kernel_name="python3", progress_bar=False, execution_timeout=timeout,
-                kernel_manager_class=IPCKernelManager,
+                kernel_manager_class=IPCKernelManager, extra_arguments=["--IPKernelApp.log_level=CRITICAL"],
             )
         finish_page(tmp, title_suffix, fallback=Path(source).stem)
     except BaseException:
@@ -322,7 +322,8 @@ def run_pairs(pairs: Sequence[Pair], parameters: dict | None = None, *, cwd: str
               scheduler: str | None = None, workers: int = 1, results: str | Path | None = None) -> pd.DataFrame:
     """Run every pair and return the summary: model, chapter, status, seconds, reason (in pair order).
 
-    Every parameter is checked against each notebook before any kernel starts. ``results``
+    Every parameter is checked against the notebooks before any kernel starts, and each notebook
+    gets the ones it declares (see :func:`parameters_per_notebook`). ``results``
     is where the notebooks write their result files (``$FAIRNB_RESULTS`` of their kernels).
     ``executor="local"`` runs the pairs here, one after the other; ``"dask"`` submits them to
     the cluster at ``scheduler``, or a LocalCluster of ``workers`` single-threaded processes.
@@ -332,15 +333,14 @@ def run_pairs(pairs: Sequence[Pair], parameters: dict | None = None, *, cwd: str
     parameters = dict(parameters or {})
     if "model" in parameters:
         raise ValueError("Choose models with --models (or 'models:' in the config), not as a parameter.")
-    for source in dict.fromkeys(pair.source for pair in pairs):
-        check_parameters({**parameters, "model": "default"}, source)
+    shares = parameters_per_notebook(parameters, dict.fromkeys(pair.source for pair in pairs))
     clean_stale_temporaries(pairs)
     capabilities = {model: model_capabilities(model) for model in dict.fromkeys(p.model for p in pairs)}
     outcome: dict[int, PairResult] = {}
     pending = []
     for index, pair in enumerate(pairs):
         lacking = sorted(set(pair.needs) - capabilities[pair.model])
-        why = "rerun: --force" if force else rerun_reason(pair, run_record(pair, parameters))
+        why = "rerun: --force" if force else rerun_reason(pair, run_record(pair, shares[pair.source]))
         if lacking:
             outcome[index] = PairResult(model_label(pair.model), pair.chapter, "skipped", 0.0,
                                         f"skipped: the model gives no {' or '.join(lacking)}, which this chapter needs")
@@ -348,12 +348,13 @@ def run_pairs(pairs: Sequence[Pair], parameters: dict | None = None, *, cwd: str
             outcome[index] = PairResult(model_label(pair.model), pair.chapter, "skipped", 0.0, "up to date")
         else:
             pending.append((index, pair, why or ""))
-    arguments = dict(parameters=parameters, cwd=cwd, timeout=timeout, results=results)
+    arguments = dict(cwd=cwd, timeout=timeout, results=results)
+    pending = [(index, pair, why, shares[pair.source]) for index, pair, why in pending]
     if executor == "local":
         progress = tqdm(pending, desc="notebooks", unit="pair")
-        for index, pair, why in progress:
+        for index, pair, why, share in progress:
             progress.set_postfix_str(f"{model_label(pair.model)} × {pair.chapter}")
-            outcome[index] = run_pair(pair, **arguments, why=why)
+            outcome[index] = run_pair(pair, share, **arguments, why=why)
     else:
         outcome.update(_run_on_dask(pending, arguments, scheduler, workers))
     frame = pd.DataFrame([asdict(outcome[i]) for i in range(len(pairs))],
@@ -375,9 +376,9 @@ def _run_on_dask(pending: list, arguments: dict, scheduler: str | None, workers:
                                                                     dashboard_address=None)
     outcome = {}
     with cluster as address, Client(address) as client:
-        futures = {client.submit(run_pair, pair, **arguments, why=why, pure=False,
+        futures = {client.submit(run_pair, pair, share, **arguments, why=why, pure=False,
                                  key=f"fairnb-{model_slug(pair.model)}-{pair.chapter}-{index}"): (index, pair)
-                   for index, pair, why in pending}
+                   for index, pair, why, share in pending}
         for future in tqdm(as_completed(futures), total=len(futures), desc="notebooks", unit="pair"):
             index, pair = futures[future]
             try:
