@@ -23,9 +23,7 @@ from typing import Any, Sequence
 
 import nbformat
 import pandas as pd
-from jupyter_client.manager import AsyncKernelManager
 from tqdm import tqdm
-from traitlets import default
 
 import fairnb
 from fairnb.contract import CAPABILITIES
@@ -38,15 +36,10 @@ NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 GETTING_STARTED = (0, "Quickstart", "00_quickstart.ipynb")
 HEADING = re.compile(r"^\s{0,3}#{1,6}\s+\S")
 EXECUTORS = ("local", "dask")
+# The kernel's own log (its localhost-TCP transport warning, interrupt notices) is not for the
+# reader; errors in cells still reach the notebook and the summary.
+KERNEL_QUIET = ["--IPKernelApp.log_level=CRITICAL"]
 STALE_SECONDS = 3600  # a temporary not written to for this long belongs to a run that died
-
-
-class IPCKernelManager(AsyncKernelManager):
-    """A kernel reached over local sockets (IPC), not TCP: nothing on the network, no transport warning."""
-
-    @default("transport")
-    def _default_transport(self):
-        return "ipc"
 
 
 class _QuietParameters(logging.Filter):
@@ -88,7 +81,7 @@ def execute_notebook(source: str | Path, output: str | Path, parameters: dict | 
             papermill.execute_notebook(
                 str(source), str(tmp), parameters=parameters or {}, cwd=str(cwd or REPO_ROOT),
                 kernel_name="python3", progress_bar=False, execution_timeout=timeout,
-                kernel_manager_class=IPCKernelManager, extra_arguments=["--IPKernelApp.log_level=CRITICAL"],
+                extra_arguments=KERNEL_QUIET,
             )
         finish_page(tmp, title_suffix, fallback=Path(source).stem)
     except BaseException:
