@@ -5,21 +5,25 @@
     python -m fairnb book --runs book/runs
 
 A config file holds any of ``models``, ``chapters``, ``limit``, ``params`` (a mapping),
-``out``, ``executor``, ``scheduler``, ``workers``, ``force``, ``timeout``, ``notebooks``;
-flags given on the command line win over it, and ``--param`` entries over its ``params``.
+``out``, ``results``, ``executor``, ``scheduler``, ``workers``, ``force``, ``timeout``,
+``notebooks``; flags given on the command line win over it, and ``--param`` entries over its
+``params``. Result files go to ``--results`` (default ``<out>/results``). Every bad input is
+one sentence and exit status 2, before any kernel starts.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
 
 import yaml
 
-from fairnb.report import runner
+from fairnb.report import book, runner
+from fairnb.report.parameters import check_limit, check_name, parse_param
 
-RUN_DEFAULTS = {"models": "default", "chapters": "all", "limit": None, "params": {}, "out": "book/runs",
+RUN_DEFAULTS = {"models": "default", "chapters": "all", "limit": None, "params": {}, "out": "book/runs", "results": None,
                 "executor": "local", "scheduler": None, "workers": 1, "force": False, "timeout": None,
                 "notebooks": str(runner.NOTEBOOKS_DIR)}
 
@@ -33,47 +37,61 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--models", help="comma-separated: default, gemma-3-270m, hub ids, local paths "
                                       "(default: default)")
     run.add_argument("--chapters", help="'all' or comma-separated numbers, 0 = quickstart (default: all)")
-    run.add_argument("--limit", type=int, help="the notebooks' `limit` parameter (default: each notebook's own)")
+    run.add_argument("--limit", type=yaml.safe_load, help="the notebooks' `limit` parameter, a positive whole "
+                                                         "number (default: each notebook's own)")
     run.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                      help="another notebook parameter, the value read as YAML; repeatable")
     run.add_argument("--out", help="where executed notebooks go: OUT/<model>/<notebook> (default: book/runs)")
+    run.add_argument("--results", help="where the notebooks write result files (default: OUT/results)")
     run.add_argument("--force", action="store_true", default=None, help="rerun pairs that already finished")
     run.add_argument("--executor", choices=runner.EXECUTORS, help="run pairs here or on Dask (default: local)")
     run.add_argument("--scheduler", help="address of an existing Dask scheduler (implies --executor dask)")
     run.add_argument("--workers", type=int, help="worker processes of the Dask LocalCluster (default: 1)")
     run.add_argument("--timeout", type=int, help="seconds a notebook cell may run (default: no limit)")
-    run.add_argument("--notebooks", help="folder of the NN_name.ipynb notebooks (default: the repo's notebooks/)")
+    run.add_argument("--notebooks", help="folder of the chapters' notebooks (default: the repo's notebooks/)")
 
     book = commands.add_parser("book", help="execute the comparison page and build the Jupyter Book")
     book.add_argument("--runs", default="book/runs", help="folder of the executed notebooks (default: book/runs)")
-    book.add_argument("--notebooks", help="folder of the source notebooks (default: the repo's notebooks/)")
+    book.add_argument("--results", help="folder of the result files (default: RUNS/results)")
     book.add_argument("--no-build", action="store_true", help="write the table of contents, skip jupyter-book")
     return parser
 
 
 def load_config(path: str | Path) -> dict:
     """The run settings of a YAML config file, checked against the known keys."""
-    settings = yaml.safe_load(Path(path).read_text()) or {}
+    try:
+        settings = yaml.safe_load(Path(path).read_text())
+    except OSError as error:
+        raise ValueError(f"The config {path} cannot be read ({error.strerror or error}).") from None
+    except yaml.YAMLError as error:
+        raise ValueError(f"The config {path} is not valid YAML ({getattr(error, 'problem', None) or error}).") from None
+    settings = settings or {}
     if not isinstance(settings, dict):
         raise ValueError(f"The config {path} must be a YAML mapping of settings.")
     unknown = set(settings) - set(RUN_DEFAULTS)
     if unknown:
         raise ValueError(f"The config {path} has unknown keys {sorted(unknown)}; known: {sorted(RUN_DEFAULTS)}.")
-    if not isinstance(settings.get("params", {}), dict):
+    if not isinstance(settings.get("params") or {}, dict):
         raise ValueError(f"'params' in {path} must be a mapping of parameter names to values.")
+    for name in settings.get("params") or {}:
+        check_name(name, f"parameter (in {path})")
     return settings
 
 
 def run_settings(args: argparse.Namespace) -> dict:
-    """Defaults, overridden by the config file, overridden by the flags that were given."""
+    """Defaults, overridden by the config file, overridden by the flags that were given; all checked."""
     settings = {**RUN_DEFAULTS, **(load_config(args.config) if args.config else {})}
     for key in RUN_DEFAULTS:
         value = getattr(args, key, None)
         if value is not None and key != "params":
             settings[key] = value
-    settings["params"] = {**(settings["params"] or {}), **dict(map(runner.parse_param, args.param))}
+    settings["params"] = {**(settings["params"] or {}), **dict(map(parse_param, args.param))}
     if settings["limit"] is not None:
         settings["params"]["limit"] = settings["limit"]
+    if "limit" in settings["params"]:
+        check_limit(settings["params"]["limit"])
+    settings["models"] = runner.parse_models(settings["models"])
+    settings["results"] = Path(settings["results"] or book.results_folder(settings["out"])).resolve()
     if settings["scheduler"]:
         settings["executor"] = "dask"
     return settings
@@ -81,22 +99,23 @@ def run_settings(args: argparse.Namespace) -> dict:
 
 def run_command(args: argparse.Namespace) -> int:
     settings = run_settings(args)
-    notebooks = runner.discover_notebooks(settings["notebooks"])
-    chapters = runner.select_chapters(settings["chapters"], notebooks)
-    pairs = runner.plan_pairs(runner.parse_models(settings["models"]), chapters, notebooks, settings["out"])
+    pages = runner.available_pages(settings["notebooks"])
+    chapters = runner.select_chapters(settings["chapters"], pages)
+    pairs = runner.plan_pairs(settings["models"], chapters, pages, settings["out"])
     start = time.perf_counter()
     summary = runner.run_pairs(pairs, settings["params"], timeout=settings["timeout"], force=settings["force"],
                                executor=settings["executor"], scheduler=settings["scheduler"],
-                               workers=settings["workers"])
+                               workers=settings["workers"], results=settings["results"])
     counts = summary["status"].value_counts()
     print(summary.to_string(index=False))
     print(f"{counts.get('done', 0)} done, {counts.get('skipped', 0)} skipped, {counts.get('failed', 0)} failed "
-          f"in {time.perf_counter() - start:.0f} s; notebooks in {Path(settings['out']).resolve()}")
+          f"in {time.perf_counter() - start:.0f} s; notebooks in {Path(settings['out']).resolve()}, "
+          f"results in {settings['results']}")
     return 1 if counts.get("failed", 0) else 0
 
 
 def book_command(args: argparse.Namespace) -> int:
-    return runner.build_book(args.runs, args.notebooks, build=not args.no_build)
+    return book.build_book(args.runs, results=args.results, build=not args.no_build)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,8 +124,11 @@ def main(argv: list[str] | None = None) -> int:
     command = run_command if args.command == "run" else book_command
     try:
         return command(args)
-    except ValueError as error:
-        parser.error(str(error))
+    except ValueError as error:  # a usage error: one sentence, exit status 2 (as argparse's own)
+        print(f"fairnb: error: {error}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("Interrupted: finished notebooks are kept; run the same command again to resume.", file=sys.stderr)
+        sys.stderr.flush()
+        sys.stderr = open(os.devnull, "w")  # the kernels' shutdown noise is not for the reader
         return 130

@@ -1,6 +1,7 @@
 """Model names that need no heavy imports: the embedded models and file-system slugs."""
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 
@@ -10,7 +11,10 @@ BASE_MODELS = ("gemma-3-270m",)
 
 
 def model_slug(name: str) -> str:
-    """File-system friendly model name (``org/model`` -> ``org__model``; paths -> their stem).
+    """File-system friendly model name (``org/model`` -> ``org__model``).
+
+    A local path gets its stem and a short hash of its absolute path, so ``/a/m.gguf`` and
+    ``/b/m.gguf`` get different slugs.
 
     Examples:
         >>> model_slug("HuggingFaceTB/SmolLM2-135M")
@@ -18,9 +22,10 @@ def model_slug(name: str) -> str:
     """
     if name in EMBEDDED_MODELS:
         return name
-    path = Path(name)
+    path = Path(name).expanduser()
     if path.exists():
-        name = path.stem if path.suffix == ".gguf" else path.name
+        digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:6]
+        name = f"{path.stem if path.suffix == '.gguf' else path.name}-{digest}"
     return re.sub(r"[^\w.\-]+", "__", name)
 
 

@@ -1,86 +1,112 @@
-"""Cross-model comparison of the chapters' tidy results (the book's comparison page).
+"""The comparison page: the chapters' headline numbers side by side, and whether the methods agree.
 
-Each chapter writes rows (model, chapter, item, metric, value[, ci_low, ci_high]). Here a
-(chapter, metric) is one *method score*; its headline value for a model is the value of
-its single item, or the mean over its items when it has several (then no interval is
-given: the items are groups or words, not samples). Methods are compared by how they
-rank the models: Spearman's rank correlation across models, which needs three or more.
+Only rows with ``level == "headline"`` are read, and only the headlines each chapter declares
+in its ``CHAPTER`` (label, direction): one number per model, chapter and headline, never an
+average of rows. Two questions of agreement:
+
+- *across models*: do two headlines order the models alike? Spearman's rank correlation,
+  defined from three models on;
+- *within a model*: do chapters 1, 2 and 3 agree on which occupations are biased? Their
+  per-occupation group rows (:data:`OCCUPATION_SCORES`), matched by normalised occupation
+  name, compared by Spearman's correlation across occupations.
 """
 from __future__ import annotations
 
+import re
 from itertools import combinations
-from typing import Sequence
 
 import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
+import fairnb
 from fairnb.models.names import model_label
 
-HEADLINE_COLUMNS = ["chapter", "metric", "model", "value", "ci_low", "ci_high", "n_items"]
+HEADLINE_COLUMNS = ["number", "chapter", "metric", "label", "direction", "model", "value", "ci_low", "ci_high"]
 MIN_MODELS_FOR_RANKS = 3
+MIN_OCCUPATIONS = 3
+# The per-occupation score of each chapter that scores occupations: chapter key -> group-level metric.
+OCCUPATION_SCORES = {"bvf": "r", "probing": "jsd", "ucerf": "ucerf"}
 
 
-def headline_table(results: pd.DataFrame, methods: Sequence[str] | None = None) -> pd.DataFrame:
-    """One row per (chapter, metric, model): headline value, its interval (if any) and item count.
-
-    Models run from a local path are named by the path's last part. ``methods`` keeps only the listed ``"chapter:metric"`` names (all when None).
+def significant(value: float, digits: int = 3) -> str:
+    """A number for people: ``digits`` significant digits, '–' for a missing one.
 
     Examples:
-        >>> rows = pd.DataFrame({"model": ["a", "a", "a", "b"], "chapter": "c", "item": ["x", "y", "all", "all"],
-        ...                      "metric": ["m", "m", "s", "s"], "value": [1.0, 3.0, 0.5, 0.7],
-        ...                      "ci_low": [None, None, 0.4, 0.6], "ci_high": [None, None, 0.6, 0.8]})
-        >>> headline_table(rows)[["metric", "model", "value", "ci_low", "n_items"]].to_string(index=False)
-        'metric model  value  ci_low  n_items\\n     m     a    2.0     NaN        2\\n     s     a    0.5     0.4        1\\n     s     b    0.7     0.6        1'
+        >>> significant(0.123456), significant(1234.5), significant(float("nan"))
+        ('0.123', '1.23e+03', '–')
     """
-    missing = {"model", "chapter", "item", "metric", "value"} - set(results.columns)
+    return "–" if value is None or np.isnan(value) else f"{value:.{digits}g}"
+
+
+def headline_table(results: pd.DataFrame, chapters=None) -> pd.DataFrame:
+    """One row per declared headline and model: value, interval (NaN when none), label, direction.
+
+    Examples:
+        >>> from fairnb.contract import Chapter, Headline
+        >>> ch = Chapter(1, "c", "C", "01_c.ipynb", (Headline("R", "risk R", "lower is fairer"),))
+        >>> rows = pd.DataFrame({"model": ["a", "a", "b"], "chapter": "c", "item": ["all", "x", "all"],
+        ...                      "metric": ["R", "R", "R"], "value": [0.5, 9.0, 0.7],
+        ...                      "level": ["headline", "group", "headline"], "ci_low": [0.4, None, None]})
+        >>> headline_table(rows, [ch])[["label", "model", "value", "ci_low"]].values.tolist()
+        [['risk R', 'a', 0.5, 0.4], ['risk R', 'b', 0.7, nan]]
+    """
+    missing = {"model", "chapter", "metric", "value", "level"} - set(results.columns)
     if missing:
         raise ValueError(f"The results table lacks the columns {sorted(missing)}.")
-    frame = results.assign(**{c: results[c] if c in results else np.nan for c in ("ci_low", "ci_high")})
+    frame = results[results["level"] == "headline"]
+    frame = frame.assign(**{c: frame[c] if c in frame else np.nan for c in ("ci_low", "ci_high")})
     frame = frame.astype({"value": float, "ci_low": float, "ci_high": float})
-    frame["model"] = frame["model"].map(model_label)
-    if methods is not None:
-        wanted = set(methods)
-        frame = frame[(frame["chapter"] + ":" + frame["metric"]).isin(wanted)]
-    grouped = frame.groupby(["chapter", "metric", "model"], sort=True)
-    table = grouped.agg(value=("value", "mean"), ci_low=("ci_low", "first"), ci_high=("ci_high", "first"),
-                        n_items=("item", "nunique")).reset_index()
-    several = table["n_items"] > 1
-    table.loc[several, ["ci_low", "ci_high"]] = np.nan
-    return table[HEADLINE_COLUMNS]
+    frame = frame.assign(model=frame["model"].map(model_label))
+    repeated = frame[frame.duplicated(["model", "chapter", "metric"], keep=False)]
+    if len(repeated):
+        first = repeated.iloc[0]
+        raise ValueError(f"The results hold {int((repeated['metric'] == first['metric']).sum())} headline rows "
+                         f"{first['chapter']}:{first['metric']} for model {first['model']}; a headline is one row.")
+    rows = []
+    for chapter in chapters if chapters is not None else fairnb.chapters():
+        for headline in chapter.headlines:
+            chosen = frame[(frame["chapter"] == chapter.key) & (frame["metric"] == headline.name)]
+            rows += [{"number": chapter.number, "chapter": chapter.key, "metric": headline.name, "label": headline.label,
+                      "direction": headline.direction, "model": row.model, "value": row.value,
+                      "ci_low": row.ci_low, "ci_high": row.ci_high} for row in chosen.itertuples()]
+    table = pd.DataFrame(rows, columns=HEADLINE_COLUMNS)
+    return table.sort_values(["number", "chapter", "model"], kind="stable").reset_index(drop=True)
 
 
 def method_name(chapter: str, metric: str) -> str:
-    """The label of a method score: ``"chapter:metric"``."""
+    """The label of a headline: ``"chapter:metric"``."""
     return f"{chapter}:{metric}"
 
 
 def comparison_table(headline: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
-    """Methods as rows, models as columns, cells ``value [low, high]`` (or ``mean of n``) for display.
+    """The full table for people: one row per headline (label, direction), one column per model.
+
+    Cells are ``value [low, high]`` with ``digits`` significant digits; '–' where a model lacks it.
 
     Examples:
-        >>> h = pd.DataFrame({"chapter": "c", "metric": "m", "model": ["a", "b"], "value": [0.5, 0.25],
-        ...                   "ci_low": [0.4, np.nan], "ci_high": [0.6, np.nan], "n_items": [1, 4]})
-        >>> comparison_table(h).to_dict("index")
-        {'c:m': {'a': '0.5 [0.4, 0.6]', 'b': '0.25 (mean of 4)'}}
+        >>> h = pd.DataFrame({"number": 1, "chapter": "c", "metric": "m", "label": "risk", "direction": "lower is fairer",
+        ...                   "model": ["a", "b"], "value": [0.51234, 0.25], "ci_low": [0.4, np.nan],
+        ...                   "ci_high": [0.6, np.nan]})
+        >>> comparison_table(h).to_dict("records")
+        [{'chapter': 'c', 'headline': 'risk', 'direction': 'lower is fairer', 'a': '0.512 [0.4, 0.6]', 'b': '0.25'}]
     """
     def cell(row) -> str:
-        text = f"{round(row.value, digits):g}"
-        if not np.isnan(row.ci_low) and not np.isnan(row.ci_high):
-            text += f" [{round(row.ci_low, digits):g}, {round(row.ci_high, digits):g}]"
-        elif row.n_items > 1:
-            text += f" (mean of {row.n_items})"
+        text = significant(row.value, digits)
+        if not (np.isnan(row.ci_low) or np.isnan(row.ci_high)):
+            text += f" [{significant(row.ci_low, digits)}, {significant(row.ci_high, digits)}]"
         return text
 
-    cells = headline.assign(method=[method_name(c, m) for c, m in zip(headline["chapter"], headline["metric"])],
-                            cell=[cell(row) for row in headline.itertuples()])
-    table = cells.pivot(index="method", columns="model", values="cell").fillna("–")
+    cells = headline.assign(cell=[cell(row) for row in headline.itertuples()])
+    table = cells.pivot_table(index=["number", "chapter", "label", "direction"], columns="model", values="cell",
+                              aggfunc="first", sort=False).fillna("–")
+    table = table.sort_index(level="number", sort_remaining=False).reset_index().drop(columns="number")
     table.columns.name = None
-    return table
+    return table.rename(columns={"label": "headline"})
 
 
 def method_matrix(headline: pd.DataFrame) -> pd.DataFrame:
-    """Headline values with models as rows and ``chapter:metric`` methods as columns."""
+    """Headline values with models as rows and ``chapter:metric`` headlines as columns."""
     named = headline.assign(method=[method_name(c, m) for c, m in zip(headline["chapter"], headline["metric"])])
     matrix = named.pivot(index="model", columns="method", values="value")
     matrix.columns.name = None
@@ -88,15 +114,14 @@ def method_matrix(headline: pd.DataFrame) -> pd.DataFrame:
 
 
 def rank_correlations(headline: pd.DataFrame) -> pd.DataFrame:
-    """Spearman's rho between every two methods across the models both were run on.
+    """Spearman's rho between every two headlines across the models both were run on.
 
-    NaN where fewer than three models are shared or a method gives every model the same
+    NaN where fewer than three models are shared or a headline gives every model the same
     value: a rank correlation over two points is always +-1 and says nothing.
 
     Examples:
         >>> h = pd.DataFrame({"chapter": "c", "metric": np.repeat(["u", "v", "w"], 3), "model": list("abc") * 3,
-        ...                   "value": [1, 2, 3, 10, 30, 20, 3, 2, 1], "ci_low": np.nan, "ci_high": np.nan,
-        ...                   "n_items": 1})
+        ...                   "value": [1, 2, 3, 10, 30, 20, 3, 2, 1]})
         >>> rank_correlations(h).round(2).to_dict()
         {'c:u': {'c:u': 1.0, 'c:v': 0.5, 'c:w': -1.0}, 'c:v': {'c:u': 0.5, 'c:v': 1.0, 'c:w': -0.5}, 'c:w': {'c:u': -1.0, 'c:v': -0.5, 'c:w': 1.0}}
     """
@@ -113,81 +138,80 @@ def rank_correlations(headline: pd.DataFrame) -> pd.DataFrame:
     return rho
 
 
-def interval_separation(headline: pd.DataFrame) -> pd.DataFrame:
-    """Per method with intervals for every model: do the models' intervals all overlap?
-
-    Returns columns method, highest, lowest, overlap (True: the ranking is within the noise).
-
-    Examples:
-        >>> h = pd.DataFrame({"chapter": "c", "metric": "m", "model": ["a", "b"], "value": [0.5, 0.9],
-        ...                   "ci_low": [0.4, 0.8], "ci_high": [0.6, 1.0], "n_items": 1})
-        >>> interval_separation(h).to_dict("records")
-        [{'method': 'c:m', 'highest': 'b', 'lowest': 'a', 'overlap': False}]
-    """
-    rows = []
-    for (chapter, metric), group in headline.groupby(["chapter", "metric"], sort=True):
-        if len(group) < 2 or group[["ci_low", "ci_high"]].isna().any().any():
-            continue
-        ordered = group.sort_values("value")
-        rows.append({"method": method_name(chapter, metric), "highest": ordered["model"].iloc[-1],
-                     "lowest": ordered["model"].iloc[0],
-                     "overlap": bool(group["ci_low"].max() <= group["ci_high"].min())})
-    return pd.DataFrame(rows, columns=["method", "highest", "lowest", "overlap"])
-
-
-def agreement_summary(headline: pd.DataFrame, correlations: pd.DataFrame, strong: float = 0.7) -> str:
-    """Markdown prose on what the methods agree and disagree on, computed from the tables.
-
-    Directions differ between methods (a higher UCerF is fairer, a higher risk is more
-    biased), so the prose reports orderings and correlations, not "better" or "worse".
-    """
-    if headline.empty:
-        return ("No result files were found: run `python -m fairnb run` first; each chapter writes "
-                "`results/<model>/<chapter>.parquet`.")
+def across_models_sentence(headline: pd.DataFrame, correlations: pd.DataFrame, strong: float = 0.7) -> str:
+    """Markdown: what the rank correlations across models say, or why there are none."""
     models = sorted(headline["model"].unique())
-    methods = headline.groupby(["chapter", "metric"]).ngroups
-    lines = [f"The results cover **{len(models)} model(s)** ({', '.join(models)}) on **{methods} method "
-             f"scores** from {headline['chapter'].nunique()} chapter(s)."]
-    if len(models) == 1:
-        lines.append("With one model there is nothing to compare across models yet.")
-        return "\n\n".join(lines)
-
-    separation = interval_separation(headline)
-    if not separation.empty:
-        clear = separation[~separation["overlap"]]
-        lines.append(f"Scores with confidence intervals for every model: {len(separation)}. Intervals that do not "
-                     f"all overlap, so the models differ beyond the noise: {len(clear)}"
-                     + (" (" + "; ".join(f"`{r.method}` is highest for {r.highest}" for r in clear.itertuples())
-                        + ")" if len(clear) else "")
-                     + f". Overlapping, so the ordering may be noise: {len(separation) - len(clear)}.")
-
-    matrix = method_matrix(headline).dropna(axis=1, how="all")  # scores undefined for every model
     if len(models) < MIN_MODELS_FOR_RANKS:
-        highest = matrix.idxmax(axis=0).dropna()
-        tied = matrix.nunique(axis=0) <= 1
-        counts = highest[~tied].value_counts().sort_index().sort_values(ascending=False, kind="stable")
-        lines.append("Per score, the model with the higher value: "
-                     + ", ".join(f"{model} on {count}" for model, count in counts.items())
-                     + (f" ({int(tied.sum())} tied or run on one model only)" if tied.any() else "") + ".")
-        lines.append("The rank correlation between methods across models is **undefined with two models**: any "
-                     "two scores then order the models either the same way or the opposite way (rho = +-1), "
-                     "which says nothing about whether the methods agree. Run at least three models "
-                     "(`--models default,gemma-3-270m,<another>`) to measure it.")
-        return "\n\n".join(lines)
-
+        return (f"The results hold {len(models)} model(s), so no rank correlation across models is reported: "
+                "with two models any two headlines order them either alike or reversed (rho = ±1), which "
+                "says nothing. Run at least three models (`--models default,gemma-3-270m,<another>`); the "
+                "within-model agreement below answers the question with one model already.")
     pairs = [(a, b, correlations.loc[a, b]) for a, b in combinations(correlations.columns, 2)
              if not np.isnan(correlations.loc[a, b])]
     if not pairs:
-        lines.append("No two scores share three models with varying values, so no rank correlation is defined.")
-        return "\n\n".join(lines)
-    agree = [p for p in pairs if p[2] >= strong]
-    oppose = [p for p in pairs if p[2] <= -strong]
-    lines.append(f"Across {len(models)} models, pairs of scores with a defined Spearman rank correlation: "
-                 f"{len(pairs)}. Ordering the models alike (rho >= {strong}): {len(agree)}; in reverse "
-                 f"(rho <= -{strong}; for scores of opposite direction, such as fairness against risk, this "
-                 f"is agreement): {len(oppose)}; weakly related: {len(pairs) - len(agree) - len(oppose)}.")
-    for label, chosen in (("Most alike", sorted(agree, key=lambda p: -p[2])),
-                          ("Most reversed", sorted(oppose, key=lambda p: p[2]))):
-        if chosen:
-            lines.append(f"{label}: " + "; ".join(f"`{a}` and `{b}` (rho = {r:.2f})" for a, b, r in chosen[:5]) + ".")
-    return "\n\n".join(lines)
+        return "No two headlines share three models with varying values, so no rank correlation is defined."
+    agree = sum(r >= strong for _, _, r in pairs)
+    oppose = sum(r <= -strong for _, _, r in pairs)
+    return (f"Across {len(models)} models, {len(pairs)} pairs of headlines have a defined Spearman rank "
+            f"correlation: {agree} order the models alike (rho ≥ {strong}), {oppose} in reverse (rho ≤ -{strong}; "
+            f"for headlines of opposite direction this is agreement), {len(pairs) - agree - oppose} weakly.")
+
+
+def normalise_occupation(name: str) -> str:
+    """One spelling per occupation across chapters.
+
+    Examples:
+        >>> normalise_occupation(" The Truck_Driver "), normalise_occupation("truck-driver")
+        ('truck driver', 'truck driver')
+    """
+    text = re.sub(r"[\s_\-]+", " ", str(name).strip().lower())
+    return re.sub(r"^(the|a|an) ", "", text)
+
+
+def occupation_scores(results: pd.DataFrame) -> pd.DataFrame:
+    """Per model and normalised occupation, each chapter's per-occupation score (chapters as columns)."""
+    if "group" not in results.columns or "level" not in results.columns:
+        return pd.DataFrame(columns=["model", "occupation", *OCCUPATION_SCORES])
+    chosen = pd.concat([results[(results["chapter"] == key) & (results["metric"] == metric)
+                                & (results["level"] == "group")] for key, metric in OCCUPATION_SCORES.items()])
+    chosen = chosen.assign(model=chosen["model"].map(model_label), occupation=chosen["group"].map(normalise_occupation),
+                           value=chosen["value"].astype(float))
+    table = chosen.pivot_table(index=["model", "occupation"], columns="chapter", values="value", aggfunc="mean")
+    table = table.reindex(columns=list(OCCUPATION_SCORES)).reset_index()
+    table.columns.name = None
+    return table
+
+
+def within_model_agreement(scores: pd.DataFrame) -> pd.DataFrame:
+    """Per model and pair of chapters: Spearman's rho across the occupations both score, n and p-value.
+
+    Examples:
+        >>> s = pd.DataFrame({"model": "a", "occupation": list("wxyz"), "bvf": [1, 2, 3, 4],
+        ...                   "probing": [1, 3, 2, 4], "ucerf": [4, 3, 2, 1]})
+        >>> within_model_agreement(s).round(3)[["first", "second", "n", "rho"]].to_dict("records")[0]
+        {'first': 'bvf', 'second': 'probing', 'n': 4, 'rho': 0.8}
+    """
+    rows = []
+    for model, group in scores.groupby("model", sort=True):
+        for first, second in combinations(OCCUPATION_SCORES, 2):
+            pair = group[[first, second]].dropna()
+            defined = len(pair) >= MIN_OCCUPATIONS and pair[first].nunique() > 1 and pair[second].nunique() > 1
+            rho, p = spearmanr(pair[first], pair[second]) if defined else (np.nan, np.nan)
+            rows.append({"model": model, "first": first, "second": second, "n": len(pair),
+                         "rho": float(rho), "p": float(p)})
+    return pd.DataFrame(rows, columns=["model", "first", "second", "n", "rho", "p"])
+
+
+def agreement_for_people(agreement: pd.DataFrame) -> pd.DataFrame:
+    """The within-model table as shown: rho to 3 significant digits, p in scientific notation.
+
+    Examples:
+        >>> a = pd.DataFrame({"model": "m", "first": "bvf", "second": "ucerf", "n": 5, "rho": [0.61234], "p": [0.000123]})
+        >>> agreement_for_people(a).to_dict("records")
+        [{'model': 'm', 'chapters': 'bvf vs ucerf', 'occupations': 5, 'Spearman rho': '0.612', 'p-value': '1.23e-04'}]
+    """
+    return pd.DataFrame({"model": agreement["model"],
+                         "chapters": agreement["first"] + " vs " + agreement["second"],
+                         "occupations": agreement["n"],
+                         "Spearman rho": [significant(r) for r in agreement["rho"]],
+                         "p-value": ["–" if np.isnan(p) else f"{p:.2e}" for p in agreement["p"]]})

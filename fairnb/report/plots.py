@@ -19,13 +19,13 @@ def word_probability_bars(frame: pd.DataFrame, x: str, y: str, hue: str, title: 
 
 
 def method_scores_by_model(headline: pd.DataFrame, columns: int = 4):
-    """One small panel per chapter:metric: each model's headline value, with its interval where given.
+    """One small panel per headline: each model's value, with its interval where given.
 
     ``headline`` is :func:`fairnb.report.comparison.headline_table`'s output.
     """
     import numpy as np
 
-    groups = list(headline.groupby(["chapter", "metric"], sort=True))
+    groups = list(headline.groupby(["chapter", "metric"], sort=False))  # in book order
     columns = max(1, min(columns, len(groups)))
     rows = max(1, -(-len(groups) // columns))
     fig, axes = plt.subplots(rows, columns, figsize=(3.2 * columns, 2.4 * rows), squeeze=False)
@@ -37,12 +37,25 @@ def method_scores_by_model(headline: pd.DataFrame, columns: int = 4):
         ax.errorbar(positions, group["value"], yerr=[low, high], fmt="none", ecolor="0.4", capsize=3)
         ax.scatter(positions, group["value"], c=[palette[m] for m in group["model"]], zorder=3)
         ax.set_xticks(positions, group["model"], rotation=30, ha="right", fontsize=8)
-        ax.set_title(f"{chapter}\n{metric}", fontsize=9)
+        ax.set_title(f"{chapter}\n{group['label'].iloc[0]}", fontsize=9)
         ax.set_xlim(-0.6, len(group) - 0.4)
     for ax in axes.flat[len(groups):]:
         ax.set_visible(False)
     fig.tight_layout()
     return fig
+
+
+def occupation_scatter_matrix(scores: pd.DataFrame, model: str):
+    """Pairwise scatter plots of the chapters' per-occupation scores for one model (one point per occupation).
+
+    ``scores`` is :func:`fairnb.report.comparison.occupation_scores`' output.
+    """
+    chosen = scores[scores["model"] == model].drop(columns=["model"]).set_index("occupation")
+    chosen = chosen.dropna(axis=1, how="all")
+    grid = sns.pairplot(chosen.reset_index(drop=True), corner=True, height=2.2,
+                        plot_kws={"s": 25, "alpha": 0.8})
+    grid.figure.suptitle(f"Per-occupation scores, {model}", y=1.02)
+    return grid
 
 
 def rank_correlation_heatmap(correlations: pd.DataFrame):

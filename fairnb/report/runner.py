@@ -1,16 +1,19 @@
 """Execute notebooks with papermill: one notebook, or every (model x chapter) pair of a batch run.
 
-A pair counts as finished when its output notebook exists. Outputs are written atomically
-(temp file + rename), so a run killed at any moment keeps every finished pair, and a rerun
-skips them unless ``force`` is set. Pairs run one after the other in this process, or on
-Dask distributed (a LocalCluster, or an existing cluster by scheduler address).
+The chapters come from the registry (``fairnb.chapters()``); number 0 is the quickstart, a
+getting-started page that writes no results. A pair counts as finished when its output
+notebook exists *and* the run record beside it (``NN_name.run.json``: parameters, model
+fingerprint, fairnb version) matches this run; otherwise it reruns and the summary says why.
+Outputs are written through a temporary file renamed on success, so a killed run keeps every
+finished pair; a failed pair keeps its partly executed notebook as ``NN_name.failed.ipynb``.
+Pairs run one after the other in this process, or on Dask distributed.
 """
 from __future__ import annotations
 
+import json
+import logging
+import os
 import re
-import shutil
-import subprocess
-import sys
 import time
 import warnings
 from contextlib import nullcontext
@@ -20,18 +23,41 @@ from typing import Any, Sequence
 
 import nbformat
 import pandas as pd
-import yaml
 from tqdm import tqdm
 
-from fairnb.models.cache import atomic_path, atomic_write_text
+import fairnb
+from fairnb.contract import CAPABILITIES
+from fairnb.models.cache import atomic_write_text, cache_key
 from fairnb.models.names import EMBEDDED_MODELS, model_label, model_slug
+from fairnb.report.parameters import parameters_per_notebook
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
-COMPARISON_NOTEBOOK = REPO_ROOT / "book" / "comparison.ipynb"
-NOTEBOOK_NAME = re.compile(r"^(\d\d)_.+\.ipynb$")
+GETTING_STARTED = (0, "Quickstart", "00_quickstart.ipynb")
 HEADING = re.compile(r"^\s{0,3}#{1,6}\s+\S")
 EXECUTORS = ("local", "dask")
+# The kernel's own log (its localhost-TCP transport warning, interrupt notices) is not for the
+# reader; errors in cells still reach the notebook and the summary.
+KERNEL_QUIET = ["--IPKernelApp.log_level=CRITICAL"]
+STALE_SECONDS = 3600  # a temporary not written to for this long belongs to a run that died
+
+
+class _QuietParameters(logging.Filter):
+    """Papermill's 'Passed unknown parameter' warning: the runner checks names itself, earlier."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Passed unknown parameter" not in record.getMessage()
+
+
+logging.getLogger("papermill").addFilter(_QuietParameters())
+
+
+def failed_path(output: Path) -> Path:
+    return output.with_name(output.stem + ".failed.ipynb")
+
+
+def record_path(output: Path) -> Path:
+    return output.with_name(output.stem + ".run.json")
 
 
 def execute_notebook(source: str | Path, output: str | Path, parameters: dict | None = None,
@@ -40,21 +66,30 @@ def execute_notebook(source: str | Path, output: str | Path, parameters: dict | 
     """Run ``source`` with papermill, injecting ``parameters``; the result lands at ``output``.
 
     The executed notebook is written to a temporary file first and renamed on success, so
-    ``output`` exists only for a finished run. ``title_suffix`` is appended to the first
-    markdown heading (see :func:`retitle`) before the rename.
+    ``output`` exists only for a finished run; on failure the partly executed notebook is kept
+    as ``NN_name.failed.ipynb``. The injected-parameters cell is tagged ``remove-input``;
+    ``title_suffix`` is appended to the first markdown heading (see :func:`retitle`).
     """
     import papermill
 
     output = Path(output)
-    with atomic_path(output.with_suffix(".ipynb")) as tmp, warnings.catch_warnings():
-        # the temporary file's name ends in .tmp, which papermill would warn about
-        warnings.filterwarnings("ignore", message="The specified file .* does not end in one of")
-        papermill.execute_notebook(
-            str(source), str(tmp), parameters=parameters or {}, cwd=str(cwd or REPO_ROOT),
-            kernel_name="python3", progress_bar=False, execution_timeout=timeout,
-        )
-        if title_suffix:
-            retitle(tmp, title_suffix, fallback=Path(source).stem)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
+    try:
+        with warnings.catch_warnings():  # the temporary's name ends in .tmp, which papermill warns about
+            warnings.filterwarnings("ignore", message="The specified file .* does not end in one of")
+            papermill.execute_notebook(
+                str(source), str(tmp), parameters=parameters or {}, cwd=str(cwd or REPO_ROOT),
+                kernel_name="python3", progress_bar=False, execution_timeout=timeout,
+                extra_arguments=KERNEL_QUIET,
+            )
+        finish_page(tmp, title_suffix, fallback=Path(source).stem)
+    except BaseException:
+        if tmp.exists():
+            os.replace(tmp, failed_path(output))
+        raise
+    os.replace(tmp, output)
+    failed_path(output).unlink(missing_ok=True)
     return output
 
 
@@ -68,13 +103,24 @@ def notebook_title(path: str | Path) -> str | None:
     return None
 
 
-def retitle(path: str | Path, suffix: str, fallback: str) -> None:
-    """Make the notebook's first markdown heading end with ``suffix``, in place.
+def finish_page(path: str | Path, suffix: str | None, fallback: str) -> None:
+    """Hide papermill's injected cell and retitle (see :func:`retitle`) an executed notebook, in place."""
+    notebook = nbformat.read(path, as_version=4)
+    for cell in notebook.cells:
+        tags = cell.metadata.setdefault("tags", [])
+        if "injected-parameters" in tags and "remove-input" not in tags:
+            tags.append("remove-input")
+    if suffix:
+        retitle(notebook, suffix, fallback)
+    nbformat.write(notebook, path)
+
+
+def retitle(notebook, suffix: str, fallback: str) -> None:
+    """Make the notebook's first markdown heading end with ``suffix``.
 
     A notebook without any heading gets ``# <fallback><suffix>`` as its first cell, so the
-    book's sidebar can still tell the executed copies of one notebook apart.
+    book can still tell the executed copies of one notebook apart.
     """
-    notebook = nbformat.read(path, as_version=4)
     for cell in notebook.cells:
         if cell.cell_type != "markdown":
             continue
@@ -84,70 +130,91 @@ def retitle(path: str | Path, suffix: str, fallback: str) -> None:
                 if not line.rstrip().endswith(suffix):
                     lines[index] = line.rstrip() + suffix
                     cell.source = "\n".join(lines)
-                nbformat.write(notebook, path)
                 return
     notebook.cells.insert(0, nbformat.v4.new_markdown_cell(f"# {fallback}{suffix}"))
-    nbformat.write(notebook, path)
 
 
-def discover_notebooks(notebooks_dir: str | Path | None = None) -> dict[int, Path]:
-    """The notebooks named ``NN_name.ipynb`` in ``notebooks_dir``, keyed by their number NN."""
+@dataclass(frozen=True)
+class Page:
+    """A runnable notebook: the quickstart (number 0) or a registered chapter."""
+
+    number: int
+    title: str
+    source: Path
+    needs: tuple[str, ...] = ()
+
+
+def available_pages(notebooks_dir: str | Path | None = None) -> dict[int, Page]:
+    """The quickstart and every chapter of ``fairnb.chapters()``, keyed by number, from ``notebooks_dir``."""
     folder = Path(notebooks_dir or NOTEBOOKS_DIR)
     if not folder.is_dir():
         raise ValueError(f"The notebooks folder {folder} does not exist.")
-    found: dict[int, Path] = {}
-    for path in sorted(folder.glob("*.ipynb")):
-        match = NOTEBOOK_NAME.match(path.name)
-        if not match:
-            continue
-        number = int(match.group(1))
-        if number in found:
-            raise ValueError(f"Two notebooks share the number {number:02d}: {found[number].name} and {path.name}.")
-        found[number] = path
-    return found
+    number, title, name = GETTING_STARTED
+    pages = {number: Page(number, title, folder / name)} if (folder / name).exists() else {}
+    for chapter in fairnb.chapters():
+        pages[chapter.number] = Page(chapter.number, chapter.title, folder / chapter.notebook, tuple(chapter.needs))
+    return pages
 
 
-def select_chapters(spec: str | int | Sequence[int | str], available: dict[int, Path]) -> list[int]:
+def select_chapters(spec: str | int | Sequence[int | str], available: dict[int, Page]) -> list[int]:
     """Chapter numbers from ``"all"``, ``"0,1,3"``, an int or a list, checked against ``available``."""
     if isinstance(spec, str) and spec.strip().lower() == "all":
-        return sorted(available)
-    items = spec.split(",") if isinstance(spec, str) else [spec] if isinstance(spec, int) else list(spec)
-    chapters = []
-    for item in items:
-        text = str(item).strip()
-        if not text.isdigit():
-            raise ValueError(f"Chapter {text!r} is not a number: use 'all' or numbers such as '0,1,3'.")
-        if int(text) not in available:
-            known = ", ".join(f"{n:02d}" for n in sorted(available)) or "none"
-            raise ValueError(f"Chapter {text} has no notebook {int(text):02d}_<name>.ipynb (found: {known}).")
-        if int(text) not in chapters:
-            chapters.append(int(text))
-    if not chapters:
+        chosen = sorted(available)
+    else:
+        items = spec.split(",") if isinstance(spec, str) else [spec] if isinstance(spec, int) else spec
+        if not isinstance(items, (list, tuple)):
+            raise ValueError(f"Chapters must be 'all' or numbers such as '0,1,3', not {spec!r}.")
+        chosen = []
+        for item in items:
+            text = str(item).strip()
+            if not text.isdigit():
+                raise ValueError(f"Chapter {text!r} is not a number: use 'all' or numbers such as '0,1,3'.")
+            if int(text) not in available:
+                known = ", ".join(str(n) for n in sorted(available)) or "none"
+                raise ValueError(f"There is no chapter {text} (the chapters are {known}).")
+            if int(text) not in chosen:
+                chosen.append(int(text))
+    if not chosen:
         raise ValueError("No chapters selected: use 'all' or numbers such as '0,1,3'.")
-    return chapters
+    for number in chosen:
+        if not available[number].source.exists():
+            raise ValueError(f"Chapter {number}'s notebook {available[number].source} does not exist.")
+    return chosen
 
 
-def parse_models(spec: str | Sequence[str]) -> list[str]:
+def parse_models(spec: Any) -> list[str]:
     """Model names from ``"default,gemma-3-270m,org/model"`` or a list; duplicates dropped."""
-    items = spec.split(",") if isinstance(spec, str) else list(spec)
-    models = list(dict.fromkeys(str(m).strip() for m in items if str(m).strip()))
+    if not isinstance(spec, (str, list, tuple)):
+        raise ValueError(f"Models must be a comma-separated text or a list of names, not {spec!r}.")
+    items = spec.split(",") if isinstance(spec, str) else [str(m) for m in spec]
+    models = list(dict.fromkeys(m.strip() for m in items if m.strip()))
     if not models:
         raise ValueError("No models given: name at least one, e.g. 'default,gemma-3-270m'.")
     return models
-
-
-def parse_param(text: str) -> tuple[str, Any]:
-    """``"key=value"`` -> ``(key, value)`` with the value read as YAML (``200`` -> 200, ``null`` -> None)."""
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip().isidentifier():
-        raise ValueError(f"Parameter {text!r} is not of the form name=value.")
-    return key.strip(), yaml.safe_load(value)
 
 
 def model_argument(name: str) -> str:
     """The model name as the notebook gets it: local paths made absolute (notebooks run in the repo root)."""
     path = Path(name).expanduser()
     return str(path.resolve()) if name not in EMBEDDED_MODELS and path.exists() else name
+
+
+def model_fingerprint(model: str) -> str:
+    """What identifies a model's files without loading it: name, or the local files' sizes and times."""
+    path = Path(model)
+    if model in EMBEDDED_MODELS or not path.exists():
+        return model
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    return cache_key([(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files])[:16]
+
+
+def model_capabilities(model: str) -> set[str]:
+    """What the model can give (scores, generate, embeddings); every capability until served models land."""
+    try:
+        from fairnb.models.capabilities import capabilities
+    except ImportError:
+        return set(CAPABILITIES)
+    return set(capabilities(model))
 
 
 @dataclass(frozen=True)
@@ -157,6 +224,7 @@ class Pair:
     model: str
     source: Path
     output: Path
+    needs: tuple[str, ...] = ()
 
     @property
     def chapter(self) -> str:
@@ -165,7 +233,7 @@ class Pair:
 
 @dataclass(frozen=True)
 class PairResult:
-    """What happened to a pair: status ``done``, ``skipped`` or ``failed`` (with a one-line reason)."""
+    """What happened to a pair: ``done``, ``skipped`` or ``failed``; ``reason`` says why (and where)."""
 
     model: str
     chapter: str
@@ -174,12 +242,37 @@ class PairResult:
     reason: str = ""
 
 
-def plan_pairs(models: Sequence[str], chapters: Sequence[int], notebooks: dict[int, Path],
-               out: str | Path) -> list[Pair]:
+def plan_pairs(models: Sequence[str], chapters: Sequence[int], pages: dict[int, Page], out: str | Path) -> list[Pair]:
     """Every (model x chapter) pair, its output at ``<out>/<model-slug>/<notebook name>.ipynb``."""
     out = Path(out).resolve()
-    return [Pair(model_argument(m), notebooks[c], out / model_slug(m) / notebooks[c].name)
-            for m in models for c in chapters]
+    return [Pair(model_argument(m), pages[c].source, out / model_slug(model_argument(m)) / pages[c].source.name,
+                 pages[c].needs) for m in models for c in chapters]
+
+
+def run_record(pair: Pair, parameters: dict) -> dict:
+    """What a finished page was computed from: parameters, model fingerprint, fairnb version."""
+    return {"parameters": json.loads(json.dumps({**parameters, "model": pair.model}, default=str)),
+            "model": model_fingerprint(pair.model), "fairnb": fairnb.__version__}
+
+
+def rerun_reason(pair: Pair, record: dict) -> str | None:
+    """Why a finished pair must rerun ("" when it is up to date; None when it never ran)."""
+    if not pair.output.exists():
+        return None if not failed_path(pair.output).exists() else "rerun: the last run failed"
+    stored_path = record_path(pair.output)
+    try:
+        stored = json.loads(stored_path.read_text())
+    except (OSError, ValueError):
+        return "rerun: no run record beside the page"
+    before, now = stored.get("parameters", {}), record["parameters"]
+    changed = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
+    if changed:
+        return f"rerun: parameters changed ({', '.join(changed)})"
+    if stored.get("model") != record["model"]:
+        return "rerun: the model's files changed"
+    if stored.get("fairnb") != record["fairnb"]:
+        return f"rerun: fairnb changed ({stored.get('fairnb')} -> {record['fairnb']})"
+    return ""
 
 
 def failure_reason(error: BaseException) -> str:
@@ -192,53 +285,77 @@ def failure_reason(error: BaseException) -> str:
 
 
 def run_pair(pair: Pair, parameters: dict | None = None, cwd: str | Path | None = None,
-             timeout: int | None = None) -> PairResult:
+             timeout: int | None = None, results: str | Path | None = None, why: str = "") -> PairResult:
     """Execute one pair, injecting ``parameters`` and ``model``; a failing notebook is reported, not raised."""
     label = model_label(pair.model)
+    if results is not None:
+        os.environ["FAIRNB_RESULTS"] = str(results)  # the kernel inherits it
+    parameters = {**(parameters or {}), "model": pair.model}
     start = time.perf_counter()
     try:
-        execute_notebook(pair.source, pair.output, {**(parameters or {}), "model": pair.model}, cwd,
-                         timeout, title_suffix=f" — {label}")
+        execute_notebook(pair.source, pair.output, parameters, cwd, timeout, title_suffix=f" — {label}")
     except Exception as error:  # one failing pair never stops the others
-        return PairResult(label, pair.chapter, "failed", time.perf_counter() - start, failure_reason(error))
-    return PairResult(label, pair.chapter, "done", time.perf_counter() - start)
+        kept = failed_path(pair.output)
+        return PairResult(label, pair.chapter, "failed", time.perf_counter() - start,
+                          failure_reason(error) + (f"; see {kept}" if kept.exists() else ""))
+    atomic_write_text(record_path(pair.output), json.dumps(run_record(pair, parameters), indent=1))
+    return PairResult(label, pair.chapter, "done", time.perf_counter() - start, why)
+
+
+def clean_stale_temporaries(pairs: Sequence[Pair]) -> None:
+    """Remove temporaries of these pairs' outputs that no running process has written to lately."""
+    for folder in {pair.output.parent for pair in pairs if pair.output.parent.is_dir()}:
+        for tmp in folder.glob(".*.tmp"):
+            if time.time() - tmp.stat().st_mtime > STALE_SECONDS:
+                tmp.unlink(missing_ok=True)
 
 
 def run_pairs(pairs: Sequence[Pair], parameters: dict | None = None, *, cwd: str | Path | None = None,
               timeout: int | None = None, force: bool = False, executor: str = "local",
-              scheduler: str | None = None, workers: int = 1) -> pd.DataFrame:
+              scheduler: str | None = None, workers: int = 1, results: str | Path | None = None) -> pd.DataFrame:
     """Run every pair and return the summary: model, chapter, status, seconds, reason (in pair order).
 
+    Every parameter is checked against the notebooks before any kernel starts, and each notebook
+    gets the ones it declares (see :func:`parameters_per_notebook`). ``results``
+    is where the notebooks write their result files (``$FAIRNB_RESULTS`` of their kernels).
     ``executor="local"`` runs the pairs here, one after the other; ``"dask"`` submits them to
-    Dask distributed: the cluster at ``scheduler``, or a LocalCluster of ``workers``
-    single-threaded worker processes.
+    the cluster at ``scheduler``, or a LocalCluster of ``workers`` single-threaded processes.
     """
     if executor not in EXECUTORS:
         raise ValueError(f"Unknown executor {executor!r}: choose one of {', '.join(EXECUTORS)}.")
-    if parameters and "model" in parameters:
+    parameters = dict(parameters or {})
+    if "model" in parameters:
         raise ValueError("Choose models with --models (or 'models:' in the config), not as a parameter.")
-    results: dict[int, PairResult] = {}
+    shares = parameters_per_notebook(parameters, dict.fromkeys(pair.source for pair in pairs))
+    clean_stale_temporaries(pairs)
+    capabilities = {model: model_capabilities(model) for model in dict.fromkeys(p.model for p in pairs)}
+    outcome: dict[int, PairResult] = {}
     pending = []
     for index, pair in enumerate(pairs):
-        if pair.output.exists() and not force:
-            results[index] = PairResult(model_label(pair.model), pair.chapter, "skipped", 0.0)
+        lacking = sorted(set(pair.needs) - capabilities[pair.model])
+        why = "rerun: --force" if force else rerun_reason(pair, run_record(pair, shares[pair.source]))
+        if lacking:
+            outcome[index] = PairResult(model_label(pair.model), pair.chapter, "skipped", 0.0,
+                                        f"skipped: the model gives no {' or '.join(lacking)}, which this chapter needs")
+        elif why == "":
+            outcome[index] = PairResult(model_label(pair.model), pair.chapter, "skipped", 0.0, "up to date")
         else:
-            pending.append((index, pair))
-    arguments = dict(parameters=parameters, cwd=cwd, timeout=timeout)
+            pending.append((index, pair, why or ""))
+    arguments = dict(cwd=cwd, timeout=timeout, results=results)
+    pending = [(index, pair, why, shares[pair.source]) for index, pair, why in pending]
     if executor == "local":
         progress = tqdm(pending, desc="notebooks", unit="pair")
-        for index, pair in progress:
+        for index, pair, why, share in progress:
             progress.set_postfix_str(f"{model_label(pair.model)} × {pair.chapter}")
-            results[index] = run_pair(pair, **arguments)
+            outcome[index] = run_pair(pair, share, **arguments, why=why)
     else:
-        results.update(_run_on_dask(pending, arguments, scheduler, workers))
-    frame = pd.DataFrame([asdict(results[i]) for i in range(len(pairs))],
+        outcome.update(_run_on_dask(pending, arguments, scheduler, workers))
+    frame = pd.DataFrame([asdict(outcome[i]) for i in range(len(pairs))],
                          columns=["model", "chapter", "status", "seconds", "reason"])
     return frame.assign(seconds=frame["seconds"].round(1))
 
 
-def _run_on_dask(pending: list[tuple[int, Pair]], arguments: dict, scheduler: str | None,
-                 workers: int) -> dict[int, PairResult]:
+def _run_on_dask(pending: list, arguments: dict, scheduler: str | None, workers: int) -> dict[int, PairResult]:
     """Submit the pending pairs to Dask distributed and collect their results as they complete.
 
     Workers of an existing cluster need this package and the notebook, output and results
@@ -250,81 +367,16 @@ def _run_on_dask(pending: list[tuple[int, Pair]], arguments: dict, scheduler: st
 
     cluster = nullcontext(scheduler) if scheduler else LocalCluster(n_workers=workers, threads_per_worker=1,
                                                                     dashboard_address=None)
-    results = {}
+    outcome = {}
     with cluster as address, Client(address) as client:
-        futures = {client.submit(run_pair, pair, **arguments, pure=False,
+        futures = {client.submit(run_pair, pair, share, **arguments, why=why, pure=False,
                                  key=f"fairnb-{model_slug(pair.model)}-{pair.chapter}-{index}"): (index, pair)
-                   for index, pair in pending}
+                   for index, pair, why, share in pending}
         for future in tqdm(as_completed(futures), total=len(futures), desc="notebooks", unit="pair"):
             index, pair = futures[future]
             try:
-                results[index] = future.result()
+                outcome[index] = future.result()
             except Exception as error:  # a lost worker fails its pair, not the run
-                results[index] = PairResult(model_label(pair.model), pair.chapter, "failed", 0.0,
+                outcome[index] = PairResult(model_label(pair.model), pair.chapter, "failed", 0.0,
                                             failure_reason(error))
-    return results
-
-
-def execute_comparison(runs: str | Path, source: str | Path = COMPARISON_NOTEBOOK,
-                       timeout: int | None = None) -> Path:
-    """Execute the comparison page into ``<runs>/comparison.ipynb`` (results from $FAIRNB_RESULTS or ./results)."""
-    return execute_notebook(source, Path(runs) / "comparison.ipynb", cwd=REPO_ROOT, timeout=timeout)
-
-
-def book_toc(runs: str | Path, notebooks_dir: str | Path | None = None, book_root: str | Path = REPO_ROOT,
-             root_page: str | None = None) -> dict:
-    """A Jupyter Book table of contents over the runs that exist.
-
-    The root page, then one part per notebook NN_name with each model's executed copy, then
-    the comparison page. The root page and the parts' captions come from ``book_root/_toc.yml``
-    where it names them (a part is matched by the notebook names of its files); otherwise the
-    root is ``book/intro`` and a caption is "Chapter N: <the notebook's title>".
-    File entries are relative to ``book_root``, extension-less, as Jupyter Book wants them.
-    """
-    book_root = Path(book_root).resolve()
-    runs = Path(runs).resolve()
-    if not runs.is_relative_to(book_root):
-        raise ValueError(f"The runs folder {runs} must lie inside the book folder {book_root}.")
-    root_toc = book_root / "_toc.yml"
-    written = (yaml.safe_load(root_toc.read_text()) or {}) if root_toc.exists() else {}
-    root_page = root_page or written.get("root") or "book/intro"
-    captions = {Path(chapter["file"]).name: part["caption"] for part in written.get("parts", [])
-                for chapter in part.get("chapters", []) if "caption" in part and "file" in chapter}
-
-    def entry(path: Path) -> dict:
-        return {"file": path.relative_to(book_root).with_suffix("").as_posix()}
-
-    parts = []
-    for number, source in sorted(discover_notebooks(notebooks_dir).items()):
-        executed = sorted(runs.glob(f"*/{source.name}"))
-        if executed:
-            caption = captions.get(source.stem) or f"Chapter {number}: {notebook_title(source) or source.stem}"
-            parts.append({"caption": caption, "chapters": [entry(p) for p in executed]})
-    comparison = runs / "comparison.ipynb"
-    if comparison.exists():
-        parts.append({"caption": "Across models", "chapters": [entry(comparison)]})
-    toc: dict = {"format": "jb-book", "root": str(root_page)}
-    if parts:
-        toc["parts"] = parts
-    return toc
-
-
-def build_book(runs: str | Path, notebooks_dir: str | Path | None = None, book_root: str | Path = REPO_ROOT,
-               build: bool = True, timeout: int | None = None) -> int:
-    """Execute the comparison page, write ``_build/_toc.generated.yml`` and run ``jupyter-book build``.
-
-    Returns the exit code of the build (0 when ``build`` is False).
-    """
-    book_root = Path(book_root).resolve()
-    execute_comparison(runs, timeout=timeout)
-    toc_path = book_root / "_build" / "_toc.generated.yml"
-    atomic_write_text(toc_path, yaml.safe_dump(book_toc(runs, notebooks_dir, book_root), sort_keys=False,
-                                               allow_unicode=True))
-    print(f"Table of contents: {toc_path}")
-    if not build:
-        return 0
-    local = Path(sys.executable).parent / "jupyter-book"
-    program = str(local) if local.exists() else shutil.which("jupyter-book")
-    if program is None:
-        raise ValueError("jupyter-book is not installed: run `pip install 'jupyter-book>=1,<2'`.")
-    return subprocess.run([program, "build", str(book_root), "--toc", str(toc_path)]).returncode
+    return outcome

@@ -1,0 +1,144 @@
+"""The book around the executed notebooks: intro grid, one landing page per chapter, toc, build.
+
+The sidebar lists each chapter once (its landing page, titled from ``CHAPTER.title``) with the
+models it ran on as short entries below it; the intro lists chapters x models as a grid of
+links. Everything here is generated into the runs folder from the registry and the runs that
+exist, then ``jupyter-book build`` renders it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+import fairnb
+from fairnb.models.cache import atomic_write_text
+from fairnb.models.names import model_label
+from fairnb.report.runner import GETTING_STARTED, REPO_ROOT, execute_notebook, record_path
+
+COMPARISON_NOTEBOOK = REPO_ROOT / "book" / "comparison.ipynb"
+INTRO = REPO_ROOT / "book" / "intro.md"
+
+
+def results_folder(runs: str | Path) -> Path:
+    """Where ``fairnb run --out RUNS`` has the notebooks write their result files by default."""
+    return Path(runs) / "results"
+
+
+def execute_comparison(runs: str | Path, results: str | Path | None = None, source: str | Path = COMPARISON_NOTEBOOK,
+                       timeout: int | None = None) -> Path:
+    """Execute the comparison page into ``<runs>/comparison.ipynb`` over ``results`` (default ``<runs>/results``)."""
+    results = Path(results or results_folder(runs)).resolve()
+    return execute_notebook(source, Path(runs) / "comparison.ipynb", {"results_dir": str(results)}, cwd=REPO_ROOT,
+                            timeout=timeout)
+
+
+def page_model(page: Path) -> str:
+    """The short model name of an executed page: from its run record, else its folder."""
+    try:
+        return model_label(json.loads(record_path(page).read_text())["parameters"]["model"])
+    except (OSError, ValueError, KeyError):
+        return page.parent.name
+
+
+def executed_pages(runs: Path) -> dict[int, list[Path]]:
+    """Chapter number (0 = quickstart) -> the executed copies of its notebook, one per model folder."""
+    names = {GETTING_STARTED[0]: GETTING_STARTED[2], **{ch.number: ch.notebook for ch in fairnb.chapters()}}
+    found = {number: sorted(runs.glob(f"*/{name}"), key=lambda p: (p.parent.name != "default", p.parent.name))
+             for number, name in names.items()}
+    return {number: pages for number, pages in found.items() if pages}
+
+
+def link(target: Path, start: Path) -> str:
+    return os.path.relpath(target, start).replace(os.sep, "/")
+
+
+def landing_page(chapter, pages: list[Path], runs: Path) -> Path:
+    """``<runs>/chapters/NN_name.md``: the chapter's title, paper and one link per model."""
+    path = runs / "chapters" / f"{Path(chapter.notebook).stem}.md"
+    lines = [f"# {chapter.number}. {chapter.title}", ""]
+    if chapter.paper:
+        lines += [chapter.paper, ""]
+    lines += ["This chapter ran on these models:", ""]
+    lines += [f"- [{page_model(p)}]({link(p, path.parent)})" for p in pages]
+    headlines = ", ".join(f"{h.label} ({h.direction})" for h in chapter.headlines)
+    lines += ["", f"Its headline numbers on the comparison page: {headlines}."]
+    atomic_write_text(path, "\n".join(lines) + "\n")
+    return path
+
+
+def intro_page(runs: Path, pages: dict[int, list[Path]]) -> Path:
+    """``<runs>/intro.md``: the book's intro text, then chapters x models as a grid of links."""
+    path = runs / "intro.md"
+    models = list(dict.fromkeys(p.parent for number in sorted(pages) for p in pages[number]))
+    head = "| chapter | " + " | ".join(page_model(next(runs.glob(f"{m.name}/*.ipynb"))) for m in models) + " |"
+    rows = [head, "|---" * (len(models) + 1) + "|"]
+    titles = {GETTING_STARTED[0]: GETTING_STARTED[1], **{ch.number: f"{ch.number}. {ch.title}" for ch in fairnb.chapters()}}
+    for number in sorted(pages):
+        cells = []
+        for model in models:
+            page = next((p for p in pages[number] if p.parent == model), None)
+            cells.append(f"[page]({link(page, runs)})" if page else "—")
+        rows.append(f"| {titles[number]} | " + " | ".join(cells) + " |")
+    text = INTRO.read_text().rstrip() + "\n\n## Chapters and models\n\n" + "\n".join(rows) + "\n"
+    if (runs / "comparison.ipynb").exists():
+        text += "\nAll models side by side: [the comparison page](comparison.ipynb).\n"
+    atomic_write_text(path, text)
+    return path
+
+
+def book_toc(runs: str | Path, book_root: str | Path = REPO_ROOT) -> dict:
+    """A Jupyter Book table of contents over the runs that exist, writing the intro and landing pages.
+
+    Getting started (the quickstart), then one entry per chapter (its landing page, captioned
+    from ``CHAPTER.title``) with its models as sections, then the comparison page.
+    File entries are relative to ``book_root``, extension-less, as Jupyter Book wants them.
+    """
+    book_root = Path(book_root).resolve()
+    runs = Path(runs).resolve()
+    if not runs.is_relative_to(book_root):
+        raise ValueError(f"The runs folder {runs} must lie inside the book folder {book_root}.")
+
+    def entry(path: Path, title: str) -> dict:
+        return {"file": path.relative_to(book_root).with_suffix("").as_posix(), "title": title}
+
+    pages = executed_pages(runs)
+    parts = []
+    if GETTING_STARTED[0] in pages:
+        parts.append({"caption": "Getting started", "chapters": [entry(pages[GETTING_STARTED[0]][0], GETTING_STARTED[1])]})
+    chapters = [{**entry(landing_page(ch, pages[ch.number], runs), f"{ch.number}. {ch.title}"),
+                 "sections": [entry(p, page_model(p)) for p in pages[ch.number]]}
+                for ch in fairnb.chapters() if ch.number in pages]
+    if chapters:
+        parts.append({"caption": "Chapters", "chapters": chapters})
+    if (runs / "comparison.ipynb").exists():
+        parts.append({"caption": "Across models", "chapters": [entry(runs / "comparison.ipynb", "Comparison")]})
+    toc: dict = {"format": "jb-book", "root": entry(intro_page(runs, pages), "")["file"]}
+    if parts:
+        toc["parts"] = parts
+    return toc
+
+
+def build_book(runs: str | Path, book_root: str | Path = REPO_ROOT, results: str | Path | None = None,
+               build: bool = True, timeout: int | None = None) -> int:
+    """Execute the comparison page, write ``_build/_toc.generated.yml`` and run ``jupyter-book build``.
+
+    Returns the exit code of the build (0 when ``build`` is False).
+    """
+    book_root = Path(book_root).resolve()
+    execute_comparison(runs, results, timeout=timeout)
+    toc_path = book_root / "_build" / "_toc.generated.yml"
+    atomic_write_text(toc_path, yaml.safe_dump(book_toc(runs, book_root), sort_keys=False, allow_unicode=True))
+    print(f"Table of contents: {toc_path}")
+    if not build:
+        return 0
+    local = Path(sys.executable).parent / "jupyter-book"
+    program = str(local) if local.exists() else shutil.which("jupyter-book")
+    if program is None:
+        raise ValueError("jupyter-book is not installed: run `pip install 'jupyter-book>=1,<2'`.")
+    return subprocess.run([program, "build", str(book_root), "--toc", str(toc_path)]).returncode

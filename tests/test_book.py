@@ -1,0 +1,165 @@
+"""The published book as a reader sees it: built here, served on localhost, opened in headless Chromium offline.
+
+The test builds a small book itself into a temporary folder: two tiny chapter notebooks named as
+the registry's chapters 1 and 3 (no model: they write declared headlines and per-occupation
+rows), executed by the runner for two model names, the comparison page, ``jupyter-book build``.
+Chromium (Debian's ``/usr/bin/chromium``) runs with every host name unresolvable except
+127.0.0.1, so MathJax must come from the book. Assertions read the rendered DOM
+(``--dump-dom``); screenshots of the intro, a chapter and the comparison are kept in
+``_build/screenshots/``.
+"""
+from __future__ import annotations
+
+import functools
+import http.server
+import re
+import shutil
+import subprocess
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+import fairnb
+from fairnb.report import book, runner
+from fairnb.report.comparison import OCCUPATION_SCORES
+
+CHROMIUM = Path("/usr/bin/chromium")
+MODELS = ["default", "gemma-3-270m"]
+SETUP_MARKER = "SETUP_CODE_THE_READER_MUST_NOT_SEE"
+OFFLINE = "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"
+
+pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="no Chromium at /usr/bin/chromium")
+
+
+def contract_source(chapter) -> str:
+    """Python that rebuilds ``chapter``'s contract without importing its method package (fast kernels)."""
+    headlines = "".join(f"Headline({h.name!r}, {h.label!r}, {h.direction!r}), " for h in chapter.headlines)
+    return f"Chapter({chapter.number}, {chapter.key!r}, {chapter.title!r}, {chapter.notebook!r}, ({headlines}))"
+
+
+def tiny_chapter(chapter) -> nbformat.NotebookNode:
+    """A chapter notebook in the book's contract: idea with equations, parameters, hidden setup, results."""
+    rows = ([f"{{'item': 'all', 'metric': {h.name!r}, 'level': 'headline', 'value': base + {k} / 10, "
+             f"'ci_low': base, 'ci_high': base + 1}}" for k, h in enumerate(chapter.headlines)]
+            + [f"{{'item': {o!r}, 'group': {o!r}, 'level': 'group', 'metric': {OCCUPATION_SCORES[chapter.key]!r}, "
+               f"'value': base + {k} * {1 if chapter.key == 'bvf' else -1}}}"
+               for k, o in enumerate(["nurse", "pilot", "doctor", "teacher"])])
+    return new_notebook(cells=[
+        new_markdown_cell(f"# {chapter.number}. {chapter.title}\n\nThe risk is $R = R^b + R^v$, and\n\n"
+                          "$$c(x) = \\frac{k - \\mathrm{PPL}(x)}{k - 1}.$$"),
+        new_code_cell('model = "default"  # model name\nlimit = None  # items', metadata={"tags": ["parameters", "hide-input"]}),
+        new_code_cell(f"{SETUP_MARKER} = 1\nimport pandas as pd\nfrom fairnb.contract import Chapter, Headline\n"
+                      "from fairnb.results import write_results\nbase = 0.1 if model == 'default' else 0.3\n"
+                      f"CHAPTER = {contract_source(chapter)}", metadata={"tags": ["remove-input"]}),
+        new_markdown_cell("## Results\n\nThe headline numbers, written for the comparison page."),
+        new_code_cell(f"table = pd.DataFrame([{', '.join(rows)}])\n"
+                      "write_results(table, model, CHAPTER)\ntable.round(3)"),
+    ], metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+
+
+@contextmanager
+def serve(folder: Path):
+    """An HTTP server for ``folder`` on a free localhost port, in a thread; yields its base URL."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def chromium(url: str, profile: Path, *action: str) -> str:
+    command = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", OFFLINE,
+               "--disable-background-networking", "--disable-component-update", "--disable-sync",
+               f"--user-data-dir={profile}", "--hide-scrollbars", "--window-size=1280,1600",
+               "--virtual-time-budget=10000", *action, url]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def visible_text(dom: str) -> str:
+    """The DOM without scripts and styles (their code may hold TeX delimiters as configuration)."""
+    return re.sub(r"<(script|style)\b.*?</\1>", "", dom, flags=re.S)
+
+
+@pytest.fixture(scope="module")
+def built_book(tmp_path_factory):
+    root = tmp_path_factory.mktemp("book")
+    notebooks = root / "notebooks"
+    notebooks.mkdir()
+    chapters = [fairnb.chapter("bvf"), fairnb.chapter("ucerf")]
+    for chapter in chapters:
+        nbformat.write(tiny_chapter(chapter), notebooks / chapter.notebook)
+    runs = root / "runs"
+    pages = runner.available_pages(notebooks)
+    pairs = runner.plan_pairs(MODELS, runner.select_chapters("1,3", pages), pages, runs)
+    summary = runner.run_pairs(pairs, results=book.results_folder(runs))
+    assert summary["status"].eq("done").all(), summary.to_string()
+    shutil.copy(runner.REPO_ROOT / "_config.yml", root / "_config.yml")
+    shutil.copytree(runner.REPO_ROOT / "_static", root / "_static")
+    assert book.build_book(runs, root) == 0
+    return {"html": root / "_build" / "html", "chapters": chapters}
+
+
+@pytest.fixture(scope="module")
+def rendered(built_book, tmp_path_factory):
+    """The DOM of the intro, a chapter and the comparison page after MathJax ran, and their screenshots."""
+    html = built_book["html"]
+    pages = {"intro": "runs/intro.html", "chapter": "runs/default/01_bias_volatility.html",
+             "comparison": "runs/comparison.html"}
+    shots = runner.REPO_ROOT / "_build" / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    profile = tmp_path_factory.mktemp("chromium")
+    doms = {}
+    with serve(html) as base:
+        for name, page in pages.items():
+            assert (html / page).exists(), f"{page} was not built"
+            doms[name] = chromium(f"{base}/{page}", profile, "--dump-dom")
+            chromium(f"{base}/{page}", profile, f"--screenshot={shots / f'{name}.png'}")
+            assert (shots / f"{name}.png").stat().st_size > 10_000, name
+    return doms
+
+
+def test_mathjax_is_served_by_the_book_and_typesets_offline(built_book, rendered):
+    assert (built_book["html"] / "_static" / "mathjax" / "tex-chtml.js").exists()
+    for name in ("intro", "chapter", "comparison"):
+        assert "<mjx-container" in rendered[name], f"no typeset math on the {name} page"
+        assert "\\(" not in visible_text(rendered[name]) and "\\[" not in visible_text(rendered[name]), name
+
+
+def test_plumbing_is_hidden(rendered):
+    chapter = rendered["chapter"]
+    assert SETUP_MARKER not in chapter  # remove-input setup cell
+    assert "injected-parameters" not in chapter and 'model = "default"' not in visible_text(chapter).replace(
+        "&quot;", '"').split("<details", 1)[-1].split("</details>", 1)[-1]  # papermill's cell is gone
+    assert "tag_hide-input" in chapter  # the parameters cell is collapsed, not removed
+
+
+def test_sidebar_lists_each_chapter_once_with_its_models(built_book, rendered):
+    nav = rendered["chapter"].split('class="bd-sidebar-primary', 1)[1].split("</nav>", 1)[0]
+    for chapter in built_book["chapters"]:
+        assert nav.count(f"{chapter.number}. {chapter.title}") == 1
+    assert len(re.findall(r">\s*gemma-3-270m\s*<", nav)) == 2  # one short entry under each chapter
+    for model in MODELS:
+        assert f"{model}/01_bias_volatility.html" in rendered["intro"]  # the grid of links
+
+
+def test_comparison_shows_each_declared_headline_once_per_model(built_book, rendered):
+    page = rendered["comparison"]
+    table = page.split("The headline numbers", 1)[1].split("</table>", 1)[0]
+    for chapter in built_book["chapters"]:
+        for headline in chapter.headlines:
+            row = re.findall(rf"<td>{re.escape(headline.label)}</td>(.*?)</tr>", table, flags=re.S)
+            assert len(row) == 1, headline.label
+            cells = re.findall(r"<td>(.*?)</td>", row[0], flags=re.S)
+            assert cells[0] == headline.direction and len(cells) == 1 + len(MODELS)
+            assert all(re.fullmatch(r"[\d.]+ \[[\d.]+, [\d.]+\]", c) for c in cells[1:]), cells
+    assert "bvf vs ucerf" in page and "-1" in page  # the within-model agreement table

@@ -1,0 +1,85 @@
+"""The comparison page's tables from synthetic result files (no model): headlines, intervals, agreement."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import spearmanr
+
+import fairnb
+from fairnb.report import comparison
+from fairnb.results import read_results, write_results
+
+OCCUPATIONS = ["nurse", "doctor", "pilot", "teacher", "engineer", "secretary"]
+
+
+def synthetic_results(root, models=("default", "gemma-3-270m")) -> pd.DataFrame:
+    """For every model: every chapter's declared headlines (with an interval), plus group and item rows
+    that a wrong comparison would average in; chapters 1-3 score the occupations in different spellings."""
+    rng = np.random.default_rng(0)
+    base = rng.random(len(OCCUPATIONS))
+    spellings = {"bvf": str.title, "probing": lambda o: o.upper(), "ucerf": lambda o: f"the {o}"}
+    for m, model in enumerate(models):
+        for chapter in fairnb.chapters():
+            rows = [{"item": "all", "metric": h.name, "value": 0.1 * (m + 1) + 0.01 * k, "level": "headline",
+                     "ci_low": 0.1 * (m + 1) + 0.01 * k - 0.05, "ci_high": 0.1 * (m + 1) + 0.01 * k + 0.05}
+                    for k, h in enumerate(chapter.headlines)]
+            rows += [{"item": f"x{k}", "metric": chapter.headlines[0].name, "value": 100.0 + k, "level": "item"}
+                     for k in range(3)]
+            if chapter.key in comparison.OCCUPATION_SCORES:
+                sign = -1.0 if chapter.key == "ucerf" else 1.0
+                noise = rng.normal(0, 0.01, len(OCCUPATIONS)) * (chapter.key == "probing")
+                rows += [{"item": o, "group": spellings[chapter.key](o), "level": "group",
+                          "metric": comparison.OCCUPATION_SCORES[chapter.key], "value": sign * b + n}
+                         for o, b, n in zip(OCCUPATIONS, base + m, noise)]
+            write_results(pd.DataFrame(rows), model, chapter, root)
+    return read_results(root)
+
+
+def test_each_declared_headline_once_per_model_with_interval_and_direction(tmp_path):
+    results = synthetic_results(tmp_path)
+    headline = comparison.headline_table(results)
+    declared = [(ch.key, h.name) for ch in fairnb.chapters() for h in ch.headlines]
+    assert len(headline) == 2 * len(declared)
+    assert headline.groupby(["chapter", "metric"]).size().eq(2).all()
+    first = headline[(headline["model"] == "default") & (headline["chapter"] == "bvf")].iloc[0]
+    assert (first["value"], first["ci_low"], first["ci_high"]) == pytest.approx((0.1, 0.05, 0.15))
+    assert first["direction"] == fairnb.chapter("bvf").headlines[0].direction
+    assert headline["value"].max() < 1  # the item rows (100+) were never averaged in
+
+    table = comparison.comparison_table(headline)
+    assert len(table) == len(declared) and list(table.columns[:3]) == ["chapter", "headline", "direction"]
+    assert table["chapter"].tolist()[0] == "bvf" and table["chapter"].tolist()[-1] == "certification"
+    assert table.loc[0, "default"] == "0.1 [0.05, 0.15]" and table.loc[0, "gemma-3-270m"] == "0.2 [0.15, 0.25]"
+
+
+def test_a_headline_written_twice_is_an_error_not_an_average(tmp_path):
+    results = synthetic_results(tmp_path, models=("default",))
+    doubled = pd.concat([results, results[results["level"] == "headline"].head(1)])
+    with pytest.raises(ValueError, match="a headline is one row"):
+        comparison.headline_table(doubled)
+
+
+def test_within_model_agreement_matches_occupations_across_spellings(tmp_path):
+    results = synthetic_results(tmp_path, models=("default",))
+    scores = comparison.occupation_scores(results)
+    assert sorted(scores["occupation"]) == sorted(OCCUPATIONS)  # "Nurse", "NURSE", "the nurse" -> "nurse"
+    agreement = comparison.within_model_agreement(scores).set_index(["first", "second"])
+    assert agreement["n"].eq(len(OCCUPATIONS)).all()
+    assert agreement.loc[("bvf", "ucerf"), "rho"] == pytest.approx(-1.0)
+    expected = spearmanr(scores["bvf"], scores["probing"])
+    assert agreement.loc[("bvf", "probing"), "rho"] == pytest.approx(expected.statistic)
+    assert agreement.loc[("bvf", "probing"), "p"] == pytest.approx(expected.pvalue)
+    shown = comparison.agreement_for_people(agreement.reset_index())
+    assert shown["p-value"].str.fullmatch(r"\d\.\d\de[+-]\d\d").all()  # scientific notation
+
+
+def test_rank_correlation_needs_three_models(tmp_path):
+    two = comparison.headline_table(synthetic_results(tmp_path / "two"))
+    rho = comparison.rank_correlations(two)
+    assert rho.isna().all().all()
+    assert "2 model(s), so no rank correlation" in comparison.across_models_sentence(two, rho)
+    three = comparison.headline_table(synthetic_results(tmp_path / "three", ("default", "gemma-3-270m", "org/m")))
+    rho = comparison.rank_correlations(three)
+    assert rho.loc["bvf:R", "ucerf:ucerf"] == pytest.approx(1.0)  # both grow with the model index here
+    assert "Across 3 models" in comparison.across_models_sentence(three, rho)
