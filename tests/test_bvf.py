@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from fairnb.bvf import data as probes
-from fairnb.bvf import metrics as bvf
+from fairnb import bvf
 from fairnb.bvf import mining
 
 # --- metrics ---------------------------------------------------------------------------
