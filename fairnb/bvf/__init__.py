@@ -10,14 +10,15 @@ distributions (Fig. 10) and the WLS regression of Fig. 9 (:mod:`.metrics`), the 
 and summary (:mod:`.tables`) and figures (:mod:`.plots`). spaCy is loaded in one place,
 :func:`.mining.load_pipeline`.
 """
-from fairnb.bvf.data import (TOPICS, default_templates, keep_coverage, load_attribute_words, load_group_statistics,
+from fairnb.bvf.data import (TOPICS, corpus_sentences, default_templates, keep_coverage, load_attribute_words, load_group_statistics,
                              load_occupations, load_templates, template_prompt, template_sources)
 from fairnb.bvf.metrics import (bootstrap_risk, category_probabilities, coverage_bounds, criterion,
                                 distribution_summary, largest_criterion, reference_models, reference_risks,
                                 regress_on_statistic, risk, risk_table, stereotype, tolerance_bounds)
 from fairnb.bvf.mining import load_pipeline, mine_templates
 from fairnb.bvf.run import attribute_probabilities, bounded_word_probs, variant_risks
-from fairnb.bvf.tables import regression_table, results_table, risk_by_norm, significant, summary
+from fairnb.bvf.tables import (bounds_table, mean_stereotypes, regression_table, results_table, risk_by_norm,
+                               significant, summary, total_bounds)
 from fairnb.contract import Chapter, Headline
 
 CHAPTER = Chapter(
@@ -47,11 +48,12 @@ VARIANTS = ("stereotyped", "counterfactual")
 __all__ = [
     "CHAPTER", "PRESETS", "VARIANTS", "TOPICS",
     "load_occupations", "load_attribute_words", "load_templates", "template_sources", "default_templates",
-    "keep_coverage", "template_prompt", "load_group_statistics",
+    "keep_coverage", "template_prompt", "load_group_statistics", "corpus_sentences",
     "stereotype", "criterion", "risk", "risk_table", "reference_models", "reference_risks",
     "category_probabilities", "largest_criterion", "tolerance_bounds", "coverage_bounds", "bootstrap_risk",
     "distribution_summary", "regress_on_statistic",
     "attribute_probabilities", "bounded_word_probs", "variant_risks",
-    "results_table", "summary", "risk_by_norm", "regression_table", "significant",
+    "results_table", "summary", "risk_by_norm", "regression_table", "significant", "bounds_table", "total_bounds",
+    "mean_stereotypes",
     "mine_templates", "load_pipeline",
 ]

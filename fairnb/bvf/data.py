@@ -39,8 +39,10 @@ def _shipped_or_user(name_or_path: str | Path, suffix: str) -> Path:
     return shipped_file("bvf", f"{name_or_path}{suffix}")
 
 
-def load_occupations(path: str | Path | None = None) -> list[str]:
+def load_occupations(path: str | Path | None = None, limit: int | None = None) -> list[str]:
     """The occupations X: the shipped Appendix D.1 list, or a YAML file with ``occupations:`` / a text file.
+
+    ``limit`` keeps the first ``limit`` of them (None: all).
 
     Examples:
         >>> occupations = load_occupations()
@@ -56,7 +58,9 @@ def load_occupations(path: str | Path | None = None) -> list[str]:
     names = [str(n).strip() for n in names or [] if str(n).strip()]
     if not names:
         raise ValueError(f"{path} lists no occupations.")
-    return names
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"limit must be a positive whole number of occupations or None, not {limit!r}.")
+    return names[:limit]
 
 
 def load_attribute_words(topic_or_path: str | Path) -> dict[str, list[str]]:
@@ -247,6 +251,20 @@ def template_prompt(template: str, group: str, kind: str, mask_token: str = "[MA
         raise ValueError(f"Template {template!r} puts [Y] before [X]: a causal LM reads only the text "
                          "before [Y], which must contain [X].")
     return before.replace(GROUP_SLOT, group).rstrip()
+
+
+def corpus_sentences(path: str | Path | None = None) -> list[str]:
+    """The non-empty lines of a text corpus for context mining (None: the shipped demo corpus).
+
+    Examples:
+        >>> len(corpus_sentences()) > 10
+        True
+    """
+    path = Path(path) if path else shipped_file("bvf", "demo_corpus.txt")
+    sentences = [line for line in read_text_file(path, "corpus file").splitlines() if line.strip()]
+    if not sentences:
+        raise ValueError(f"The corpus file {path} holds no sentences.")
+    return sentences
 
 
 def load_group_statistics(path: str | Path | None = None) -> pd.DataFrame:

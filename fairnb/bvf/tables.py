@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown
 
-from fairnb.bvf.metrics import risk_table
+from fairnb.bvf.metrics import coverage_bounds, risk_table, tolerance_bounds
 
 HEADLINE_TOPIC = "gender"
 RISKS = ("R", "R_b", "R_v")
@@ -127,3 +127,47 @@ def regression_table(fits: Mapping[str, tuple]) -> pd.DataFrame:
                                   "slope": significant(fit.params[1]), "slope p-value": f"{fit.pvalues[1]:.2e}",
                                   "R²": significant(fit.rsquared)}
                          for target, (fit, _) in fits.items()}).T
+
+
+def mean_stereotypes(table: pd.DataFrame) -> pd.DataFrame:
+    """Each occupation's context-averaged stereotype E_c s_y = E_c p_y / p*_y - 1 (uniform p*), long form.
+
+    For two categories only the first is kept (the other is its mirror image).
+
+    Examples:
+        >>> table = pd.DataFrame({"group": ["nurse"], "r": [0.4], "p_male": [0.3], "p_female": [0.7]})
+        >>> mean_stereotypes(table).round(3).values.tolist()
+        [['nurse', 'male', -0.4]]
+    """
+    categories = [c[2:] for c in table.columns if c.startswith("p_")]
+    shown = categories[:1] if len(categories) == 2 else categories
+    return pd.concat([pd.DataFrame({"group": table["group"], "category": name,
+                                    "mean stereotype": table[f"p_{name}"] * len(categories) - 1})
+                      for name in shown], ignore_index=True)
+
+
+def bounds_table(probs: Mapping[str, pd.DataFrame], kept: Mapping[str, pd.DataFrame],
+                 k: float = np.inf) -> pd.DataFrame:
+    """Per topic: templates kept of the source, the dropped weight, and the largest change of R, R^b, R^v
+    that the tolerance and the coverage can each cause, and both together (their sum).
+
+    ``probs[topic]`` is the probability table (with ``max_error``), ``kept[topic]`` the template
+    table after :func:`fairnb.bvf.data.keep_coverage`.
+    """
+    rows = []
+    for topic, frame in probs.items():
+        dropped = kept[topic].attrs.get("dropped_weight", 0.0)
+        n_categories = frame["category"].nunique()
+        causes = {"tolerance": tolerance_bounds(frame, k=k), "coverage": coverage_bounds(dropped, n_categories, k=k)}
+        causes["total"] = {m: causes["tolerance"][m] + causes["coverage"][m] for m in RISKS}
+        for cause, bound in causes.items():
+            rows.append({"topic": topic, "cause": cause, "templates kept": len(kept[topic]),
+                         "templates in source": kept[topic].attrs.get("n_total", len(kept[topic])),
+                         "dropped weight": dropped, **{f"± {m}": bound[m] for m in RISKS}})
+    return pd.DataFrame(rows).set_index(["topic", "cause"])
+
+
+def total_bounds(bounds: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """The ``total`` rows of :func:`bounds_table` as ``{topic: {R: ..., R_b: ..., R_v: ...}}``."""
+    totals = bounds.xs("total", level="cause")
+    return {topic: {m: float(row[f"± {m}"]) for m in RISKS} for topic, row in totals.iterrows()}
