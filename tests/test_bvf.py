@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from fairnb.bvf import data as probes
-from fairnb.bvf import metrics as bvf
+from fairnb import bvf
 from fairnb.bvf import mining
 
 # --- metrics ---------------------------------------------------------------------------
@@ -167,7 +167,9 @@ def test_user_template_files(tmp_path):
     assert probes.load_templates(bare)["weight"].tolist() == pytest.approx([1 / 3] * 3)
     for body, message in (("template,count\nThe [X] said that,3\n", "exactly once"),
                           ("template,count\nThe [X] told the [X] that [Y],3\n", "exactly once"),
-                          ("text,count\nThe [X] said that [Y],3\n", "'template' column"),
+                          ("text,count\nThe [X] said that [Y],3\n", "needs a 'template' \\(or 'T'\\) column"),
+                          ("template,count,weight\nThe [X] said that [Y],3,1\n", "several weight columns"),
+                          ("template,count\nThe [X] said that [Y],many\n", "non-negative numbers"),
                           ("template,count\nThe [X] said that [Y],-3\n", "non-negative")):
         bad = tmp_path / "bad.csv"
         bad.write_text(body)
@@ -175,6 +177,33 @@ def test_user_template_files(tmp_path):
             probes.load_templates(bad)
     with pytest.raises(ValueError, match="No file"):
         probes.load_templates(tmp_path / "missing.csv")
+    binary = tmp_path / "weights.csv"
+    binary.write_bytes(b"\x00\x01PK\x03\x04" * 10)
+    with pytest.raises(ValueError, match="is a binary file, not text"):
+        probes.load_templates(binary)
+
+
+@pytest.mark.parametrize("header", ["T,distribution", "template,proportion", "T,frequency", "template,count"])
+def test_official_bvf_template_formats(tmp_path, header):
+    """BVF's own files (column T, weights distribution/proportion/frequency/count) load with their weights."""
+    sep = "\t" if header.startswith("T,f") else ","
+    path = tmp_path / ("official.tsv" if sep == "\t" else "official.csv")
+    path.write_text(header.replace(",", sep) + "\n" + f"The [X] said that [Y]{sep}3\nThe [X] felt that [Y]{sep}1\n")
+    table = probes.load_templates(path)
+    assert table["template"].tolist() == ["The [X] said that [Y]", "The [X] felt that [Y]"]
+    assert table["weight"].tolist() == [0.75, 0.25]
+
+
+def test_template_sources_reject_a_string_for_a_list(tmp_path):
+    path = tmp_path / "mine.csv"
+    path.write_text("template\nThe [X] said that [Y]\n")
+    assert [len(t) for t in probes.template_sources({"gender": [str(path), "gender_templates"]}, "gender")] == [1, 10]
+    with pytest.raises(ValueError, match=r"^template_files\['gender'\] must be a list of files, not the string"):
+        probes.template_sources({"gender": str(path)}, "gender")
+    with pytest.raises(ValueError, match="must map topics to lists of files"):
+        probes.template_sources([str(path)], "gender")
+    with pytest.raises(ValueError, match="limit must be a positive whole number"):
+        probes.load_occupations(limit=-3)
 
 
 def test_user_word_lists(tmp_path):
@@ -282,6 +311,97 @@ def test_skipped_words_stay_within_the_bound(tiny_gpt2):
     assert probabilities[scored] == pytest.approx(full[scored])  # ...and the others are exact
 
 
+def test_exact_scoring_is_the_default_and_a_tolerance_reports_its_bound(tiny_gpt2):
+    """Issue 14: tolerance 0 by default; a tolerance moves R, R^b, R^v by less than the bound it reports."""
+    words = probes.load_attribute_words("gender")
+    multi = [w for ws in words.values() for w in ws if len(tiny_gpt2.word_token_ids(w)) > 1]
+    assert len(multi) > 10  # the tiny tokenizer splits many gender words
+    templates = probes.load_templates("gender_templates").head(5)
+    groups = ["nurse", "chef", "pilot"]
+    default = bvf.attribute_probabilities(tiny_gpt2, groups, templates, words)
+    exact = bvf.attribute_probabilities(tiny_gpt2, groups, templates, words, tolerance=0)
+    assert (default["max_error"] == 0).all() and default["p"].tolist() == pytest.approx(exact["p"].tolist())
+    assert bvf.tolerance_bounds(default) == {"R": 0.0, "R_b": 0.0, "R_v": 0.0}
+    for k in (np.inf, 2):
+        _, truth = bvf.risk_table(exact, k=k)
+        loose = bvf.attribute_probabilities(tiny_gpt2, groups, templates, words, tolerance=0.3)
+        _, approx = bvf.risk_table(loose, k=k)
+        bound = bvf.tolerance_bounds(loose, k=k)
+        assert bound["R"] > 0 and bound["R_v"] == pytest.approx(2 * bound["R_b"])
+        for key in ("R", "R_b", "R_v"):
+            assert abs(approx[key] - truth[key]) <= bound[key] + 1e-12
+    # the bound for l^inf is |Y| x the weighted mean error per prompt
+    cells = loose.drop_duplicates(["group", "template"])
+    share = cells["weight"] / templates["weight"].sum()  # the five templates' weights, renormalised
+    expected = 2 * (share * cells["max_error"]).groupby(cells["group"]).sum().mean()
+    assert bvf.tolerance_bounds(loose)["R"] == pytest.approx(expected)
+
+
+def test_coverage_keeps_the_heaviest_templates():
+    table = probes.load_templates("gender_templates")
+    kept = probes.keep_coverage(table, 0.5)
+    heaviest = table.sort_values("weight", ascending=False)
+    n = int((heaviest["weight"].cumsum() < 0.5).sum()) + 1
+    assert kept["template"].tolist() == heaviest["template"].head(n).tolist()
+    assert kept.attrs["dropped_weight"] == pytest.approx(1 - heaviest["weight"].head(n).sum())
+    assert kept.attrs["n_total"] == 10 and kept["weight"].sum() == pytest.approx(1)
+    assert len(probes.keep_coverage(table, 1.0)) == 10 and probes.keep_coverage(table, 1.0).attrs["dropped_weight"] == 0
+    for bad in (0, 1.5, -0.1):
+        with pytest.raises(ValueError, match="coverage is a share"):
+            probes.keep_coverage(table, bad)
+
+
+@pytest.mark.parametrize("n_attributes,k", [(2, np.inf), (3, np.inf), (5, np.inf), (3, 2), (4, 1)])
+def test_coverage_bound_against_brute_force(n_attributes, k):
+    """Issue 16: dropping templates of weight w moves r, r^b, r^v by at most the proven bound."""
+    rng = np.random.default_rng(n_attributes)
+    worst = {"R": 0.0, "R_b": 0.0, "R_v": 0.0}
+    for trial in range(300):
+        n_contexts = int(rng.integers(2, 12))
+        # mixtures of peaked and flat predictions, so some trials sit near the extremes
+        p = rng.dirichlet(np.full(n_attributes, rng.choice([0.05, 0.5, 5.0])), size=(1, n_contexts))
+        weights = rng.pareto(1.0, n_contexts) + 1e-3
+        table = pd.DataFrame({"template": [f"t{i}" for i in range(n_contexts)], "count": weights,
+                              "weight": weights / weights.sum()})
+        kept = probes.keep_coverage(table, float(rng.uniform(0.3, 1.0)))
+        index = [int(t[1:]) for t in kept["template"]]
+        full = bvf.risk(p, context_weights=table["weight"].to_numpy(), k=k)
+        part = bvf.risk(p[:, index], context_weights=kept["weight"].to_numpy(), k=k)
+        bound = bvf.coverage_bounds(kept.attrs["dropped_weight"], n_attributes, k=k)
+        for key in worst:
+            gap = abs(full[key] - part[key])
+            assert gap <= bound[key] + 1e-9
+            worst[key] = max(worst[key], gap / max(bound[key], 1e-12))
+    assert worst["R"] > 0.3  # the bound is not vacuous on random data
+
+
+def test_coverage_bound_for_bias_risk_is_attained():
+    """Kept contexts say (1, 0), a dropped one of weight w says (0, 1): r^b moves by 2w, not w J_max."""
+    w = 0.1
+    p = np.array([[[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]]])
+    weights = np.array([0.45, 0.45, w])
+    full, part = bvf.risk(p, context_weights=weights), bvf.risk(p[:, :2], context_weights=weights[:2])
+    assert part["R_b"] - full["R_b"] == pytest.approx(2 * w) == pytest.approx(bvf.coverage_bounds(w, 2)["R_b"])
+    assert abs(part["R"] - full["R"]) <= bvf.coverage_bounds(w, 2)["R"] == pytest.approx(w)
+
+
+def test_results_table_and_summary():
+    table = pd.DataFrame({"group": ["nurse", "chef"], "r": [0.5, 0.2], "r_b": [0.4, 0.1], "r_v": [0.1, 0.1],
+                          "p_male": [0.3, 0.6], "p_female": [0.7, 0.4]})
+    ci = bvf.bootstrap_risk(table, n_resamples=50)
+    out = bvf.results_table({"gender": table, "race": table}, {"gender": ci, "race": ci},
+                            {"gender": {"R": 0.01, "R_b": 0.01, "R_v": 0.02}})
+    headline = out[out["level"] == "headline"].set_index("metric")
+    assert headline["value"].to_dict() == pytest.approx({"R": 0.35, "R_b": 0.25, "R_v": 0.1})
+    assert headline["bound"].to_dict() == {"R": 0.01, "R_b": 0.01, "R_v": 0.02}
+    race = out[(out["topic"] == "race") & (out["item"] == "race")]
+    assert set(race["level"]) == {"group"} and sorted(race["metric"]) == ["R", "R_b", "R_v"]
+    nurse = out[(out["item"] == "nurse") & (out["topic"] == "gender")].set_index("metric")["value"]
+    assert nurse.to_dict() == {"r": 0.5, "r_b": 0.4, "r_v": 0.1, "p_male": 0.3, "p_female": 0.7}
+    text = bvf.summary("m", {"gender": table}, {"gender": ci}, {"gender": {"R": 0.01, "R_b": 0.01, "R_v": 0.02}}).data
+    assert "R = 0.35 ± 0.01" in text and "R^v = 0.1 ± 0.02" in text and "50% of the occupations lean male" in text
+
+
 # --- context mining ------------------------------------------------------------------------
 
 SENTENCES = [
@@ -340,24 +460,38 @@ def test_past_tense():
 # --- the notebook ----------------------------------------------------------------------------
 
 
-def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path):
-    from fairnb.results import read_results
+@pytest.mark.parametrize("preset", ["quick", "paper"])
+def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path, preset):
     from fairnb.report.runner import REPO_ROOT, execute_notebook
+    from fairnb.results import read_results
 
-    execute_notebook(REPO_ROOT / "notebooks" / "01_bias_volatility.ipynb", tmp_path / "out.ipynb",
-                     {"model": str(tiny_gpt2_path), "limit": 3, "topics": ["gender", "race"],
-                      "template_files": {"gender": ["gender_templates", "gender_templates_appendix_a"]}},
-                     cwd=tmp_path)
-    results = read_results()
-    results = results[(results["chapter"] == "bvf") & (results["model"] == str(tiny_gpt2_path))]
-    assert not results.duplicated(["item", "metric"]).any()
-    overall = results[results["item"] == "all"].set_index("metric")["value"]
-    for prefix, suffix, top in (("gender", "", 1), ("race", "", 4), ("gender", " [gender_templates_appendix_a]", 1)):
-        R, R_b, R_v = (overall[f"{prefix} {m}{suffix}"] for m in ("R", "R_b", "R_v"))
-        assert 0 <= R <= top and R == pytest.approx(R_b + R_v) and R_v >= 0
-    per_occupation = results[(results["topic"] == "gender") & (results["item"] != "all")]
-    assert sorted(per_occupation["item"].unique()) == ["accountant", "administrator", "advisor"]
-    table = per_occupation.pivot(index="item", columns="metric", values="value")
-    assert overall["gender R"] == pytest.approx(table["gender r_x"].mean())
-    assert (table["gender p(male)"] + table["gender p(female)"]).to_numpy() == pytest.approx(np.ones(3))
-    assert table["gender r_x"].to_numpy() == pytest.approx((table["gender r_x^b"] + table["gender r_x^v"]).to_numpy())
+    results_dir = tmp_path / "results"
+    official = tmp_path / "official.csv"
+    official.write_text("T,distribution\nThe [X] explained that [Y],0.7\nThe [X] confirmed that [Y],0.3\n")
+    parameters = {"model": str(tiny_gpt2_path), "preset": preset, "limit": 3, "coverage": 0.8,
+                  "variants": ["stereotyped"]}
+    if preset == "paper":
+        parameters.update(topics=["gender", "religion"], tolerance=0.05,
+                          template_files={"gender": ["gender_templates", str(official)]})
+    import os
+    os.environ["FAIRNB_RESULTS"], saved = str(results_dir), os.environ.get("FAIRNB_RESULTS")
+    try:
+        out = execute_notebook(REPO_ROOT / "notebooks" / "01_bias_volatility.ipynb", tmp_path / "out.ipynb",
+                               parameters, cwd=tmp_path)
+    finally:
+        os.environ["FAIRNB_RESULTS"] = saved
+    results = read_results(results_dir)
+    assert set(results["level"]) == {"headline", "group"}
+    headline = results[results["level"] == "headline"].set_index("metric")
+    assert list(headline.index) == ["R", "R_b", "R_v"] and (headline["item"] == "all").all()
+    assert 0 <= headline.at["R", "value"] <= 1
+    assert headline.at["R", "value"] == pytest.approx(headline.at["R_b", "value"] + headline.at["R_v", "value"])
+    assert (headline["bound"] > 0).all()  # coverage 0.8 drops templates: the page reports the bound
+    topics = {"quick": {"gender", "race", "religion", "disability"}, "paper": {"gender", "religion"}}[preset]
+    assert set(results["topic"]) == topics
+    occupations = results[(results["topic"] == "gender") & (results["metric"] == "r")]
+    assert sorted(occupations["group"]) == ["accountant", "administrator", "advisor"]
+    assert headline.at["R", "value"] == pytest.approx(occupations["value"].mean())
+    text = out.read_text()
+    assert "is not available here, so it is skipped" in text  # the tiny model has no fine-tuned variant
+    assert "R = " in text and "±" in text

@@ -16,12 +16,14 @@ Every loader accepts a user file instead of a shipped name.
 """
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import yaml
 
-from fairnb.contract import shipped_file
+from fairnb.contract import read_text_file, shipped_file
 
 TOPICS = ("gender", "race", "religion", "disability")
 GROUP_SLOT, ATTRIBUTE_SLOT = "[X]", "[Y]"
@@ -37,8 +39,10 @@ def _shipped_or_user(name_or_path: str | Path, suffix: str) -> Path:
     return shipped_file("bvf", f"{name_or_path}{suffix}")
 
 
-def load_occupations(path: str | Path | None = None) -> list[str]:
+def load_occupations(path: str | Path | None = None, limit: int | None = None) -> list[str]:
     """The occupations X: the shipped Appendix D.1 list, or a YAML file with ``occupations:`` / a text file.
+
+    ``limit`` keeps the first ``limit`` of them (None: all).
 
     Examples:
         >>> occupations = load_occupations()
@@ -54,7 +58,9 @@ def load_occupations(path: str | Path | None = None) -> list[str]:
     names = [str(n).strip() for n in names or [] if str(n).strip()]
     if not names:
         raise ValueError(f"{path} lists no occupations.")
-    return names
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"limit must be a positive whole number of occupations or None, not {limit!r}.")
+    return names[:limit]
 
 
 def load_attribute_words(topic_or_path: str | Path) -> dict[str, list[str]]:
@@ -121,34 +127,95 @@ def check_template(template: str) -> str:
     return template
 
 
+TEMPLATE_COLUMNS = ("template", "T")
+WEIGHT_COLUMNS = ("weight", "count", "distribution", "proportion", "frequency")
+
+
 def load_templates(name_or_path: str | Path) -> pd.DataFrame:
     """Context templates C with their weights, from a shipped name or a CSV/TSV file.
 
-    The file needs a ``template`` column (with ``[X]`` and ``[Y]``) and may carry a
-    ``weight`` or ``count`` column (counts or proportions; absent = equal weights). Returns
-    the columns ``template``, ``count`` and ``weight`` (normalised to sum to 1), and the
-    source name in ``frame.attrs["source"]``.
+    The file needs a template column, ``template`` or ``T`` (BVF's official files), each
+    template holding ``[X]`` and ``[Y]``, and may carry one weight column: ``weight``,
+    ``count``, ``distribution``, ``proportion`` or ``frequency`` (counts or proportions;
+    absent = equal weights). Returns the columns ``template``, ``count`` and ``weight``
+    (normalised to sum to 1), and the source name in ``frame.attrs["source"]``.
 
     Examples:
         >>> table = load_templates("gender_templates")
         >>> table.iloc[0]["template"], int(table.iloc[0]["count"]), round(float(table["weight"].iloc[0]), 4)
         ('The [X] said that [Y]', 2142, 0.4197)
     """
+    if not isinstance(name_or_path, (str, Path)):
+        raise ValueError(f"A template file is a name or a path, not {type(name_or_path).__name__} {name_or_path!r}.")
     path = _shipped_or_user(name_or_path, ".csv")
-    table = pd.read_csv(path, sep="\t" if path.suffix in {".tsv", ".tab"} else ",")
-    if "template" not in table.columns:
-        raise ValueError(f"The template file {path} needs a 'template' column, got {list(table.columns)}.")
+    text = read_text_file(path, "template file")
+    sep = "\t" if path.suffix in {".tsv", ".tab"} or "\t" in text.partition("\n")[0] else ","
+    try:
+        table = pd.read_csv(io.StringIO(text), sep=sep)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
+        raise ValueError(f"The template file {path} is not a readable CSV/TSV table ({error}).") from None
+    template_column = next((c for c in TEMPLATE_COLUMNS if c in table.columns), None)
+    if template_column is None:
+        raise ValueError(f"The template file {path} needs a 'template' (or 'T') column, got {list(table.columns)}.")
     if table.empty:
         raise ValueError(f"The template file {path} holds no templates.")
-    for template in table["template"]:
+    for template in table[template_column]:
         check_template(template)
-    weight_column = next((c for c in ("weight", "count") if c in table.columns), None)
-    counts = table[weight_column].astype(float) if weight_column else pd.Series(1.0, index=table.index)
+    weight_columns = [c for c in WEIGHT_COLUMNS if c in table.columns]
+    if len(weight_columns) > 1:
+        raise ValueError(f"The template file {path} has several weight columns {weight_columns}; keep one.")
+    counts = (pd.to_numeric(table[weight_columns[0]], errors="coerce") if weight_columns
+              else pd.Series(1.0, index=table.index))
     if counts.isna().any() or (counts < 0).any() or counts.sum() <= 0:
         raise ValueError(f"The weights in {path} must be non-negative numbers with a positive sum.")
-    frame = pd.DataFrame({"template": table["template"], "count": counts, "weight": counts / counts.sum()})
+    frame = pd.DataFrame({"template": table[template_column], "count": counts.astype(float),
+                          "weight": counts / counts.sum()})
     frame.attrs["source"] = path.stem
     return frame
+
+
+def template_sources(template_files: dict, topic: str) -> list[pd.DataFrame]:
+    """The template tables of a topic: the user's list of files for it, or the shipped default.
+
+    Examples:
+        >>> [t.attrs["source"] for t in template_sources({}, "race")]
+        ['race_templates']
+        >>> template_sources({"gender": "mine.csv"}, "gender")
+        Traceback (most recent call last):
+        ...
+        ValueError: template_files['gender'] must be a list of files, not the string 'mine.csv'.
+    """
+    if not isinstance(template_files, dict):
+        raise ValueError(f"template_files must map topics to lists of files, not {template_files!r}.")
+    files = template_files.get(topic)
+    if isinstance(files, (str, Path)):
+        raise ValueError(f"template_files[{topic!r}] must be a list of files, not the string {str(files)!r}.")
+    return [load_templates(f) for f in files] if files else [default_templates(topic)]
+
+
+def keep_coverage(templates: pd.DataFrame, coverage: float) -> pd.DataFrame:
+    """The most frequent templates that hold at least ``coverage`` of the context weight, reweighted.
+
+    Templates are taken by weight, heaviest first (ties in file order), until their weights
+    add up to ``coverage``; the kept weights are renormalised. ``attrs`` record ``n_total``
+    and ``dropped_weight`` (the share left out, for :func:`fairnb.bvf.metrics.coverage_bounds`).
+
+    Examples:
+        >>> table = pd.DataFrame({"template": list("abcd"), "count": [5, 3, 1, 1], "weight": [0.5, 0.3, 0.1, 0.1]})
+        >>> kept = keep_coverage(table, 0.8)
+        >>> kept["template"].tolist(), kept["weight"].round(3).tolist(), round(kept.attrs["dropped_weight"], 3)
+        (['a', 'b'], [0.625, 0.375], 0.2)
+    """
+    if not 0 < coverage <= 1:
+        raise ValueError(f"coverage is a share of the template weight in (0, 1], got {coverage}.")
+    ordered = templates.sort_values("weight", ascending=False, kind="stable")
+    share = ordered["weight"] / ordered["weight"].sum()
+    n_kept = int(np.searchsorted(share.cumsum().to_numpy(), coverage - 1e-12) + 1)
+    kept = ordered.head(min(n_kept, len(ordered))).reset_index(drop=True)
+    dropped = float(1.0 - share.head(len(kept)).sum())
+    kept["weight"] = kept["weight"] / kept["weight"].sum()
+    kept.attrs.update(templates.attrs, n_total=len(templates), dropped_weight=max(dropped, 0.0))
+    return kept
 
 
 def default_templates(topic: str) -> pd.DataFrame:
@@ -184,6 +251,20 @@ def template_prompt(template: str, group: str, kind: str, mask_token: str = "[MA
         raise ValueError(f"Template {template!r} puts [Y] before [X]: a causal LM reads only the text "
                          "before [Y], which must contain [X].")
     return before.replace(GROUP_SLOT, group).rstrip()
+
+
+def corpus_sentences(path: str | Path | None = None) -> list[str]:
+    """The non-empty lines of a text corpus for context mining (None: the shipped demo corpus).
+
+    Examples:
+        >>> len(corpus_sentences()) > 10
+        True
+    """
+    path = Path(path) if path else shipped_file("bvf", "demo_corpus.txt")
+    sentences = [line for line in read_text_file(path, "corpus file").splitlines() if line.strip()]
+    if not sentences:
+        raise ValueError(f"The corpus file {path} holds no sentences.")
+    return sentences
 
 
 def load_group_statistics(path: str | Path | None = None) -> pd.DataFrame:

@@ -13,22 +13,19 @@ For a group x (an occupation), a context c (a template) and attribute categories
 - bias risk (Eq. 5): r_x^b = J(E_c s(c)); volatility risk (Eq. 6): r_x^v = r_x - r_x^b;
   R^b, R^v their means over x (Eq. 7). Since J is convex, r_x^v >= 0 (Jensen).
 
-The pure functions take numpy arrays; :func:`attribute_probabilities` (through
-:func:`bounded_word_probs`) is the one that runs a model, and :func:`risk_table` works on
-its tidy output.
+Pure functions only (numpy / tidy frames in, numbers out; no model, no I/O). The model is
+read by :mod:`fairnb.bvf.run`; :func:`risk_table` works on its tidy output.
+:func:`tolerance_bounds` and :func:`coverage_bounds` bound how far R, R^b, R^v can move when
+multi-token words are skipped or rare templates are dropped.
 """
 from __future__ import annotations
-
-from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from fairnb.bvf.data import check_attribute_words, template_prompt
-
-if TYPE_CHECKING:
-    from fairnb.models.language_model import LanguageModel
+from fairnb.contract import require_columns
+from fairnb.stats import bootstrap
 
 def stereotype(p, p_star=None) -> np.ndarray:
     """s = p / p* - 1 over the last axis (Eq. 1); p* defaults to the uniform 1/|Y|.
@@ -168,120 +165,13 @@ def category_probabilities(word_probs, membership) -> np.ndarray:
     return word_probs @ membership / mass
 
 
-def _first_token_pieces(lm: LanguageModel, words: Sequence[str]) -> dict[str, str]:
-    """For each multi-token word, a word that the tokenizer reads as that word's first token alone.
-
-    Words whose first token cannot be written that way are left out (they are always scored).
-    """
-    pieces = {}
-    for word in words:
-        ids = lm.word_token_ids(word)
-        piece = lm.tokenizer.decode(ids[:1])
-        if len(ids) > 1 and piece.startswith(" ") and piece.strip():
-            try:
-                if lm.word_token_ids(piece.strip()) == ids[:1]:
-                    pieces[word] = piece.strip()
-            except ValueError:
-                pass
-    return pieces
-
-
-def bounded_word_probs(lm: LanguageModel, prompts: Sequence[str], words: Sequence[str],
-                       tolerance: float = 0.01) -> tuple[np.ndarray, np.ndarray]:
-    """Whole-word next-word probabilities [n_prompts, n_words], skipping negligible multi-token words.
-
-    A word's probability is at most that of its first token, which comes with the same
-    forward pass as the single-token words. After each prompt, multi-token words are skipped
-    (set to 0) as long as their bounds add up to at most ``tolerance`` times the mass of the
-    single-token words; then every category share of Eq. 8 is off by at most that much.
-    Words are skipped from the least likely (over all prompts) up, so prompts fall into a
-    few nested groups, each scored in one call. Returns the probabilities and the bound per
-    prompt (0 where nothing was skipped).
-
-    Every word is scored when ``tolerance=0``, for masked LMs (the first of several masks is
-    no bound), and when skipping cannot pay: the words' continuation tokens are fewer than
-    the prompt's tokens, which a second pass over the prompts costs.
-    """
-    if tolerance < 0:
-        raise ValueError(f"The tolerance must be >= 0, got {tolerance}.")
-    words, prompts = list(words), list(prompts)
-    if tolerance == 0 or lm.kind != "causal":
-        return lm.next_word_probs(prompts, words), np.zeros(len(prompts))
-    n_tokens = {w: len(lm.word_token_ids(w)) for w in words}
-    pieces = _first_token_pieces(lm, words)
-    prompt_tokens = np.mean([len(ids) for ids in lm.tokenizer(prompts).input_ids]) if prompts else 0
-    if not pieces or sum(n - 1 for n in n_tokens.values()) <= prompt_tokens:
-        return lm.next_word_probs(prompts, words), np.zeros(len(prompts))
-    single = [w for w in words if n_tokens[w] == 1]
-    first_words = list(dict.fromkeys(single + sorted(pieces.values())))
-    first_pass = dict(zip(first_words, lm.next_word_probs(prompts, first_words).T))
-    single_mass = sum((first_pass[w] for w in single), np.zeros(len(prompts)))
-    multi = [w for w in words if n_tokens[w] > 1]
-    bounds = np.stack([first_pass[pieces[w]] if w in pieces else np.full(len(prompts), np.inf) for w in multi], 1)
-    order = np.argsort(-np.nanmean(bounds / np.maximum(single_mass, 1e-300)[:, None], axis=0))
-    bounds, multi = bounds[:, order], [multi[j] for j in order]
-    # suffix[i, k]: bound of skipping multi[k:] after prompt i; keep the shortest prefix that fits
-    suffix = np.cumsum(bounds[:, ::-1], axis=1)[:, ::-1]
-    fits = np.concatenate([suffix <= tolerance * single_mass[:, None], np.ones((len(prompts), 1), bool)], 1)
-    keep = fits.argmax(axis=1)
-    out = np.zeros((len(prompts), len(words)))
-    column = {w: j for j, w in enumerate(words)}
-    for w in single:
-        out[:, column[w]] = first_pass[w]
-    for n_kept in np.unique(keep[keep > 0]):
-        rows = np.flatnonzero(keep == n_kept)
-        scored = lm.next_word_probs([prompts[i] for i in rows], multi[:n_kept])
-        out[np.ix_(rows, [column[w] for w in multi[:n_kept]])] = scored
-    skipped = np.append(suffix, np.zeros((len(prompts), 1)), axis=1)[np.arange(len(prompts)), keep]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        error = np.where(skipped > 0, skipped / single_mass, 0.0)
-    return out, error
-
-
-def attribute_probabilities(lm: LanguageModel, groups: Sequence[str], templates: pd.DataFrame,
-                            categories: Mapping[str, Sequence[str]], tolerance: float = 0.01) -> pd.DataFrame:
-    """p_y|x(c) of Eq. 8 for every group x, template c and category y, read from ``lm``.
-
-    Causal LMs score the next word after the template text before [Y]; masked LMs fill
-    [Y] with the mask (:func:`fairnb.bvf.data.template_prompt`). Whole words, all their
-    tokens, except multi-token words provably below ``tolerance`` (:func:`bounded_word_probs`).
-    Returns a tidy table: ``group, template, weight, category, p, mass, max_error`` where
-    ``mass`` is the probability of all attribute words together after that prompt and
-    ``max_error`` bounds the error of p from the skipped words.
-    """
-    categories = check_attribute_words({c: list(ws) for c, ws in categories.items()})
-    if len(groups) == 0:
-        raise ValueError("The group list is empty: give at least one occupation.")
-    words = list(dict.fromkeys(w for ws in categories.values() for w in ws))
-    membership = np.array([[w in ws for ws in categories.values()] for w in words], dtype=float)
-    mask = lm.mask_token if lm.kind == "masked" else ""
-    prompts = [template_prompt(t, g, lm.kind, mask) for g in groups for t in templates["template"]]
-    unique, index = np.unique(prompts, return_inverse=True)
-    word_probs, error = bounded_word_probs(lm, list(unique), words, tolerance)
-    word_probs, error = word_probs[index], error[index]
-    p = category_probabilities(word_probs, membership)
-    n_templates = len(templates)
-    cells = pd.DataFrame({
-        "group": np.repeat(list(groups), n_templates),
-        "template": np.tile(templates["template"].to_numpy(), len(groups)),
-        "weight": np.tile(templates["weight"].to_numpy(dtype=float), len(groups)),
-        "mass": word_probs.sum(axis=1),
-        "max_error": error,
-    })
-    long = pd.DataFrame(p, columns=list(categories)).join(cells).melt(
-        id_vars=list(cells.columns), var_name="category", value_name="p")
-    return long[["group", "template", "weight", "category", "p", "mass", "max_error"]]
-
-
 def probability_cube(probs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, list[str], list[str], list[str]]:
     """Turn a tidy table (``group, template, weight, category, p``) into arrays for :func:`risk`.
 
     Returns ``p`` [n_groups, n_templates, n_categories], the weights [n_groups, n_templates],
     and the group, template and category labels (in order of appearance).
     """
-    missing = {"group", "template", "weight", "category", "p"} - set(probs.columns)
-    if missing:
-        raise ValueError(f"The probability table lacks the columns {sorted(missing)}.")
+    require_columns(probs, ["group", "template", "weight", "category", "p"], "probability table")
     groups, templates, categories = (list(dict.fromkeys(probs[c])) for c in ("group", "template", "category"))
     shape = (len(groups), len(templates), len(categories))
     if len(probs) != np.prod(shape) or probs.duplicated(["group", "template", "category"]).any():
@@ -318,11 +208,84 @@ def risk_table(probs: pd.DataFrame, k: float = np.inf, p_star=None, group_weight
     return table, {key: result[key] for key in ("R", "R_b", "R_v")}
 
 
-def bootstrap_risk(table: pd.DataFrame, n_resamples: int = 2000, confidence: float = 0.95,
+def _inverse_unbiased(n_attributes: int, p_star=None) -> np.ndarray:
+    """1 / p*_y for every category, largest first (p* uniform when None)."""
+    p_star = np.full(n_attributes, 1.0 / n_attributes) if p_star is None else np.asarray(p_star, dtype=float)
+    if len(p_star) < 2 or (p_star <= 0).any():
+        raise ValueError("The unbiased probabilities p* need at least two positive entries.")
+    return np.sort(1.0 / p_star)[::-1]
+
+
+def largest_criterion(n_attributes: int, p_star=None) -> float:
+    """J_max = max_y (1/p*_y - 1): the largest criterion any prediction can reach, for every k.
+
+    J^k <= J^1 = sum_y s_y^+, which is convex in p, so its maximum sits at a vertex p = e_y.
+
+    Examples:
+        >>> largest_criterion(2), largest_criterion(5), largest_criterion(3, [0.5, 0.25, 0.25])
+        (1.0, 4.0, 3.0)
+    """
+    return float(_inverse_unbiased(n_attributes, p_star)[0] - 1.0)
+
+
+def tolerance_bounds(probs: pd.DataFrame, k: float = np.inf, p_star=None, group_weights=None) -> dict[str, float]:
+    """How far R, R^b, R^v can be from exact scoring, given each prompt's ``max_error``.
+
+    ``max_error`` e_c bounds |p_y(c) - p~_y(c)| for every category after prompt c (words
+    skipped by a tolerance). Then |s_y - s~_y| <= e_c / p*_y, and J (a norm of the positive
+    parts) is 1-Lipschitz in the l^k norm, so |J(s) - J(s~)| <= e_c ||1/p*||_k (|Y| e_c
+    for uniform p* and k = inf). Averaging: |r - r~| <= sum_c w_c e_c ||1/p*||_k; the same
+    bound holds for r^b (the mean of the errors bounds the error of the mean), and
+    r^v = r - r^b moves by at most twice that. Group weights carry it to R, R^b, R^v.
+
+    Examples:
+        >>> probs = pd.DataFrame({"group": ["a"] * 4, "template": ["t", "t", "u", "u"], "weight": [0.5] * 4,
+        ...                       "category": ["m", "f"] * 2, "p": [0.5] * 4, "max_error": [0.01] * 2 + [0.0] * 2})
+        >>> {key: round(value, 4) for key, value in tolerance_bounds(probs).items()}
+        {'R': 0.01, 'R_b': 0.01, 'R_v': 0.02}
+    """
+    require_columns(probs, ["group", "template", "weight", "category", "max_error"], "probability table")
+    cells = probs.drop_duplicates(["group", "template"])
+    n_attributes = probs["category"].nunique()
+    inverse = _inverse_unbiased(n_attributes, p_star)
+    scale = inverse[0] if np.isinf(k) else float((inverse ** k).sum() ** (1.0 / k))
+    weight = cells["weight"] / cells.groupby("group", sort=False)["weight"].transform("sum")
+    per_group = (weight * cells["max_error"]).groupby(cells["group"], sort=False).sum().to_numpy() * scale
+    w_x = _weights(group_weights, per_group.shape, "group weights")
+    bound = float(w_x @ per_group)
+    return {"R": bound, "R_b": bound, "R_v": 2 * bound}
+
+
+def coverage_bounds(dropped_weight: float, n_attributes: int, k: float = np.inf, p_star=None) -> dict[str, float]:
+    """Largest change of R, R^b, R^v when templates holding ``dropped_weight`` of the context weight are dropped.
+
+    Let w be the dropped share and the kept weights be renormalised. Then
+    r - r' = w (mean J of the dropped - mean J of the kept), both in [0, J_max], so
+    |r - r'| <= w J_max. For r^b: the mean prediction moves by w (p'_kept - p_dropped), whose
+    stereotype change has l^k norm at most w (a_1^k + a_2^k)^(1/k) with a_1 >= a_2 the two
+    largest 1/p*_y (w a_1 for k = inf: w |Y| for uniform p*, not w J_max: a binary model that
+    says (1, 0) in kept contexts and (0, 1) in a dropped one moves r^b by 2w), capped at
+    J_max. r^v = r - r^b moves by at most the sum of both, also capped at J_max.
+
+    Examples:
+        >>> coverage_bounds(0.1, 2)
+        {'R': 0.1, 'R_b': 0.2, 'R_v': 0.30000000000000004}
+    """
+    if not 0 <= dropped_weight <= 1:
+        raise ValueError(f"The dropped weight is a share in [0, 1], got {dropped_weight}.")
+    inverse = _inverse_unbiased(n_attributes, p_star)
+    j_max = inverse[0] - 1.0
+    lipschitz = inverse[0] if np.isinf(k) else float((inverse[0] ** k + inverse[1] ** k) ** (1.0 / k))
+    r, r_b = dropped_weight * j_max, min(dropped_weight * lipschitz, j_max)
+    return {"R": float(r), "R_b": float(r_b), "R_v": float(min(r + r_b, j_max))}
+
+
+def bootstrap_risk(table: pd.DataFrame, n_resamples: int = 1000, confidence: float = 0.95,
                    seed: int = 0) -> pd.DataFrame:
     """Percentile bootstrap intervals of R, R^b, R^v over groups (uniform group weights).
 
-    Resampling occupations asks how much R would move with another draw of occupations.
+    Resampling occupations asks how much R would move with another draw of occupations
+    (:func:`fairnb.stats.bootstrap`).
 
     Examples:
         >>> table = pd.DataFrame({"r": [0.1, 0.2, 0.3, 0.4], "r_b": [0.1, 0.1, 0.3, 0.3], "r_v": [0, 0.1, 0, 0.1]})
@@ -330,17 +293,10 @@ def bootstrap_risk(table: pd.DataFrame, n_resamples: int = 2000, confidence: flo
         >>> round(float(out.loc["R", "value"]), 2), bool(out.loc["R", "ci_low"] < 0.25 < out.loc["R", "ci_high"])
         (0.25, True)
     """
-    rows = {}
-    for metric, column in (("R", "r"), ("R_b", "r_b"), ("R_v", "r_v")):
-        values = table[column].to_numpy(dtype=float)
-        if len(values) < 2 or np.ptp(values) == 0:
-            low = high = float(values.mean())
-        else:
-            ci = stats.bootstrap((values,), np.mean, n_resamples=n_resamples, confidence_level=confidence,
-                                 method="percentile", random_state=seed).confidence_interval
-            low, high = float(ci.low), float(ci.high)
-        rows[metric] = {"value": float(values.mean()), "ci_low": low, "ci_high": high}
-    return pd.DataFrame.from_dict(rows, orient="index")
+    require_columns(table, ["r", "r_b", "r_v"], "risk table")
+    values = table[["r", "r_b", "r_v"]].to_numpy(dtype=float)
+    return bootstrap(lambda idx: dict(zip(("R", "R_b", "R_v"), values[idx].mean(axis=0))), len(values),
+                     n_resamples, confidence, seed)
 
 
 def distribution_summary(values) -> dict:
@@ -383,11 +339,8 @@ def regress_on_statistic(table: pd.DataFrame, statistics: pd.DataFrame, x: str, 
     """
     import statsmodels.api as sm
 
-    for frame, columns, name in ((table, {"group", y}, "risk table"),
-                                 (statistics, {"occupation", x} | ({weight} if weight else set()), "statistics")):
-        missing = columns - set(frame.columns)
-        if missing:
-            raise ValueError(f"The {name} lacks the columns {sorted(missing)}.")
+    require_columns(table, ["group", y], "risk table")
+    require_columns(statistics, ["occupation", x] + ([weight] if weight else []), "statistics table")
     rows = table.merge(statistics, left_on="group", right_on="occupation").dropna(subset=[x, y])
     if len(rows) < 3:
         raise ValueError(f"Only {len(rows)} occupations have both a risk and a value of {x!r}; need at least 3.")
