@@ -11,7 +11,7 @@ appendix, :mod:`.plots`) and GF-Think (Section 8). The notebook calls what is re
 from fairnb.contract import Chapter, Headline
 from fairnb.group_fairness import plots
 from fairnb.group_fairness.data import (DIMENSIONS, attributes_by_dimension, holisticbias_targets, load_schema,
-                                        sample_triples, sbic_attributes)
+                                        sample_per_dimension, sample_triples, sbic_attributes)
 from fairnb.group_fairness.metrics import BIAS_METRICS, bias_rates, target_std, task_agreement
 from fairnb.group_fairness.run import TASK_PROMPTS, TASKS, gf_think_comparison, run_tasks
 from fairnb.group_fairness.tables import (MAIN_TASK, agreement_table, kruskal_table, rates_table,
@@ -47,4 +47,4 @@ PRESETS = {
 __all__ = ["BIAS_METRICS", "CHAPTER", "DIMENSIONS", "MAIN_TASK", "PRESETS", "TASKS", "TASK_PROMPTS",
            "agreement_table", "attributes_by_dimension", "bias_rates", "gf_think_comparison", "holisticbias_targets",
            "kruskal_table", "load_schema", "plots", "rates_table", "representative_targets", "run_tasks",
-           "sample_triples", "sbic_attributes", "summary", "target_std", "task_agreement", "tidy_results"]
+           "sample_per_dimension", "sample_triples", "sbic_attributes", "summary", "target_std", "task_agreement", "tidy_results"]
