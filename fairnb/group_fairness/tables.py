@@ -134,7 +134,8 @@ def summary(answers: pd.DataFrame, model: str, alpha: float = 0.05, main_task: s
     others = [t for t in ("grammar_correction", "situation_description") if t in set(answers.task)]
     if others and main.dimension.nunique() > 2:
         tasks = answers[answers.task.isin([main_task, *others])]
-        rho = gf.task_agreement(tasks, "toxicity").set_index("task_b").loc[others, "rho"]
+        agreement = gf.task_agreement(tasks, "toxicity")
+        rho = agreement[agreement.task_a == main_task].set_index("task_b")["rho"]
         lines.append("Across tasks, the per-dimension toxicity of " + " and ".join(
             f"{t.replace('_', ' ')} ranks the dimensions with Spearman rho = {_fmt(rho[t])}" for t in others)
             + " against statement organisation.")
