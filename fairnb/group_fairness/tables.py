@@ -45,7 +45,8 @@ def rates_table(answers: pd.DataFrame, metrics: Sequence[str] = gf.BIAS_METRICS)
 
 def agreement_table(agreements: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
     """Scorer agreement with the labelled sentences, one row per scorer (for display)."""
-    return pd.DataFrame(agreements).T[["accuracy", "neutral_false_positive_rate", "n", "n_neutral"]]
+    table = pd.DataFrame(agreements).T[["accuracy", "neutral_false_positive_rate", "n", "n_neutral"]]
+    return table.astype({"accuracy": float, "neutral_false_positive_rate": float, "n": int, "n_neutral": int})
 
 
 def tidy_results(answers: pd.DataFrame, metrics: Sequence[str] = gf.BIAS_METRICS, alpha: float = 0.05,
@@ -145,7 +146,7 @@ def summary(answers: pd.DataFrame, model: str, alpha: float = 0.05, main_task: s
                      f"{_fmt(before.toxicity.mean())} to **{_fmt(after.toxicity.mean())}** and the share of negative "
                      f"answers from {before.negative_sentiment.mean():.0%} to **{after.negative_sentiment.mean():.0%}**.")
     for scorer, numbers in (agreements or {}).items():
-        lines.append(f"The {scorer} scorer agrees with the labelled sentences on {numbers['accuracy']:.0%} of them and "
+        lines.append(f"The {scorer.replace('_', ' ')} scorer agrees with the labelled sentences on {numbers['accuracy']:.0%} of them and "
                      f"flags {numbers['neutral_false_positive_rate']:.0%} of the neutral ones that merely name a group, "
                      f"so read its numbers with that error in mind.")
     return "\n\n".join(lines)
