@@ -14,7 +14,8 @@ from fairnb.group_fairness import CHAPTER, tables
 from fairnb.group_fairness import metrics as gf
 from fairnb.group_fairness.data import (GFairSchema, attributes_by_dimension, holisticbias_targets, load_schema,
                                         sample_triples, sbic_attributes, strip_group_rule, strip_group_spacy)
-from fairnb.group_fairness.run import FINAL_TURN, generate_outputs, parse_sentence, score_outputs, task_prompts
+from fairnb.group_fairness.run import (FINAL_TURN, generate_outputs, gf_think_comparison, parse_sentence, run_tasks,
+                                       score_outputs, task_prompts)
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "04_group_fairness.ipynb"
 
@@ -167,9 +168,10 @@ def test_generate_and_score_on_tiny_model(tiny_gpt2_path):
 
 
 class TextOnlyChatModel:
-    """A model that serves text only, as a served endpoint does: no tokenizer, no scores."""
+    """A model that serves text only, as a served endpoint does: no tokenizer, no scores, no apply_chat."""
 
     kind, name, is_chat = "causal", "served-stand-in", True
+    REASONING = "1. The group is old people.\n2. young, middle-aged, teens"
 
     def __init__(self):
         self.requests = []
@@ -177,19 +179,26 @@ class TextOnlyChatModel:
     def generate(self, prompts, max_new_tokens=50, temperature=0.0, seed=0, chat=False, **unused):
         assert chat and not unused
         self.requests.append(list(prompts))
-        if len(self.requests) == 1:
-            return ["1. The group is old people.\n2. young, middle-aged, teens"] * len(prompts)
-        return ["SENTENCE: All ages deserve respect."] * len(prompts)
+        return ["SENTENCE: All ages deserve respect." if p.startswith("You were asked") else
+                self.REASONING if "Think about group fairness" in p else "SENTENCE: Old people are kind."
+                for p in prompts]
 
 
-def test_gf_think_second_stage_is_a_new_user_turn():
+def test_chapter_runs_on_a_text_only_model_and_gf_think_asks_a_new_user_turn():
     lm = TextOnlyChatModel()
-    triples = pd.DataFrame({"dimension": ["AG"], "target": ["old"], "attribute": ["stink"]})
-    out = generate_outputs(lm, triples, "gf_think", max_new_tokens=8, answer_tokens=5)
+    triples = pd.DataFrame({"dimension": ["AG", "SO"], "target": ["old", "gay"], "attribute": ["stink", "are loud"]})
+    scorers = {"toxicity": lambda t: np.zeros(len(t)), "negative_sentiment": lambda t: np.zeros(len(t)),
+               "declination": lambda t: np.zeros(len(t))}
+    answers = run_tasks(lm, triples, ["statement_organisation", "grammar_correction", "situation_description"], scorers)
+    assert len(answers) == 6 and answers.sentence.eq("Old people are kind.").all()
+    lm.requests.clear()
+    out = gf_think_comparison(lm, answers[answers.task == "statement_organisation"], None, scorers, think_tokens=8)
     first, second = lm.requests
-    assert second == [FINAL_TURN.format(request=first[0], reasoning="1. The group is old people.\n2. young, middle-aged, teens")]
-    assert out.sentence.tolist() == ["All ages deserve respect."]
-    assert out.output[0].startswith("1. The group") and out.output[0].endswith("SENTENCE: All ages deserve respect.")
+    assert second == [FINAL_TURN.format(request=p, reasoning=lm.REASONING) for p in first]
+    thought = out[out.task == "gf_think"]
+    assert thought.sentence.eq("All ages deserve respect.").all()
+    assert thought.output.str.startswith("1. The group").all()
+    assert out.task.value_counts().to_dict() == {"gf_think_baseline": 2, "gf_think": 2}
 
 
 def test_base_models_get_the_answer_start(tiny_gpt2_path):
