@@ -5,11 +5,10 @@ the dimension-target-attribute schema and its data points (Section 4, :mod:`.dat
 statement-organisation task and the two alternative tasks (Section 5, :mod:`.run`), the
 toxicity / sentiment / vigilance bias and the Kruskal-Wallis + Nemenyi group-fairness tests
 (Section 6.1.2, :mod:`.metrics`), the target-level variability of Section 7 (Figs. 4-6, scatter
-appendix, :mod:`.plots`) and GF-Think (Section 8). The notebook calls what is re-exported here;
-``CHAPTER`` is its contract and ``PRESETS`` its ``quick`` and ``paper`` settings.
+appendix, :mod:`.plots`, imported on its own) and GF-Think (Section 8). The notebook calls what is
+re-exported here; ``CHAPTER`` is its contract and ``PRESETS`` its ``quick`` and ``paper`` settings.
 """
 from fairnb.contract import Chapter, Headline
-from fairnb.group_fairness import plots
 from fairnb.group_fairness.data import (DIMENSIONS, attributes_by_dimension, holisticbias_targets, load_schema,
                                         sample_per_dimension, sample_triples, sbic_attributes)
 from fairnb.group_fairness.metrics import BIAS_METRICS, bias_rates, target_std, task_agreement
@@ -46,5 +45,5 @@ PRESETS = {
 
 __all__ = ["BIAS_METRICS", "CHAPTER", "DIMENSIONS", "MAIN_TASK", "PRESETS", "TASKS", "TASK_PROMPTS",
            "agreement_table", "attributes_by_dimension", "bias_rates", "gf_think_comparison", "holisticbias_targets",
-           "kruskal_table", "load_schema", "plots", "rates_table", "representative_targets", "run_tasks",
+           "kruskal_table", "load_schema", "rates_table", "representative_targets", "run_tasks",
            "sample_per_dimension", "sample_triples", "sbic_attributes", "summary", "target_std", "task_agreement", "tidy_results"]
