@@ -33,7 +33,8 @@ CHAPTER = Chapter(
 )
 
 # The paper: 20 targets x 100 attributes per dimension (Section 4.3), all three tasks on them
-# and GF-Think on the same data points; its decoding settings are not stated (greedy here).
+# and GF-Think on the same data points. Its decoding is not stated: temperature, max_new_tokens and
+# gf_think_tokens of the "paper" preset are fairnb's choices (greedy, room for a sentence / a chain of thought).
 PRESETS = {
     "quick": {"targets_per_dimension": 3, "attributes_per_dimension": 3, "limit": None, "max_new_tokens": 32,
               "temperature": 0.0, "alternative_tasks_per_dimension": 3, "gf_think_per_dimension": 1,
