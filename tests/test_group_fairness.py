@@ -10,13 +10,12 @@ import pytest
 import scikit_posthocs as sp
 from scipy.stats import kruskal, rankdata
 
-from fairnb.group_fairness.data import (GFairSchema, attributes_by_dimension, holisticbias_targets, load_schema,
-                             sample_triples, sbic_attributes)
-from fairnb.group_fairness.data import strip_group_rule, strip_group_spacy
+from fairnb.group_fairness import CHAPTER, tables
 from fairnb.group_fairness import metrics as gf
-from fairnb.text_scorers import (HFClassifierScorer, NegativeSentiment, ProfanityToxicity, RefusalDetector,
-                            VaderSentiment, group_fairness_scorers)
-from fairnb.group_fairness.run import generate_outputs, parse_sentence, score_outputs, task_prompts
+from fairnb.group_fairness.data import (GFairSchema, attributes_by_dimension, holisticbias_targets, load_schema,
+                                        sample_triples, sbic_attributes, strip_group_rule, strip_group_spacy)
+from fairnb.group_fairness.run import (FINAL_TURN, generate_outputs, gf_think_comparison, parse_sentence, run_tasks,
+                                       score_outputs, task_prompts)
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "04_group_fairness.ipynb"
 
@@ -140,7 +139,7 @@ def test_task_prompts_fill_both_slots():
         assert "elderly" in prompt and "are stubborn" in prompt and "SENTENCE:" in prompt
     with pytest.raises(ValueError, match="Unknown task"):
         task_prompts(triples, "summarise")
-    with pytest.raises(ValueError, match="lack the columns"):
+    with pytest.raises(ValueError, match="lacks the columns"):
         task_prompts(triples.drop(columns="attribute"))
 
 
@@ -168,6 +167,40 @@ def test_generate_and_score_on_tiny_model(tiny_gpt2_path):
     assert gf_out.output.str.contains("SENTENCE:").all()  # the second stage appended the marker
 
 
+class TextOnlyChatModel:
+    """A model that serves text only, as a served endpoint does: no tokenizer, no scores, no apply_chat."""
+
+    kind, name, is_chat = "causal", "served-stand-in", True
+    REASONING = "1. The group is old people.\n2. young, middle-aged, teens"
+
+    def __init__(self):
+        self.requests = []
+
+    def generate(self, prompts, max_new_tokens=50, temperature=0.0, seed=0, chat=False, **unused):
+        assert chat and not unused
+        self.requests.append(list(prompts))
+        return ["SENTENCE: All ages deserve respect." if p.startswith("You were asked") else
+                self.REASONING if "Think about group fairness" in p else "SENTENCE: Old people are kind."
+                for p in prompts]
+
+
+def test_chapter_runs_on_a_text_only_model_and_gf_think_asks_a_new_user_turn():
+    lm = TextOnlyChatModel()
+    triples = pd.DataFrame({"dimension": ["AG", "SO"], "target": ["old", "gay"], "attribute": ["stink", "are loud"]})
+    scorers = {"toxicity": lambda t: np.zeros(len(t)), "negative_sentiment": lambda t: np.zeros(len(t)),
+               "declination": lambda t: np.zeros(len(t))}
+    answers = run_tasks(lm, triples, ["statement_organisation", "grammar_correction", "situation_description"], scorers)
+    assert len(answers) == 6 and answers.sentence.eq("Old people are kind.").all()
+    lm.requests.clear()
+    out = gf_think_comparison(lm, answers[answers.task == "statement_organisation"], None, scorers, think_tokens=8)
+    first, second = lm.requests
+    assert second == [FINAL_TURN.format(request=p, reasoning=lm.REASONING) for p in first]
+    thought = out[out.task == "gf_think"]
+    assert thought.sentence.eq("All ages deserve respect.").all()
+    assert thought.output.str.startswith("1. The group").all()
+    assert out.task.value_counts().to_dict() == {"gf_think_baseline": 2, "gf_think": 2}
+
+
 def test_base_models_get_the_answer_start(tiny_gpt2_path):
     from fairnb import load_model
 
@@ -184,48 +217,6 @@ def test_base_models_get_the_answer_start(tiny_gpt2_path):
 def test_generation_needs_a_causal_model(tiny_bert):
     with pytest.raises(ValueError, match="causal LM"):
         generate_outputs(tiny_bert, sample_triples(load_schema(), 1, 1, dimensions=["AG"]))
-
-
-# --- scorers ------------------------------------------------------------------------------
-
-def test_offline_scorers_on_texts_of_known_polarity():
-    toxic = ProfanityToxicity()(["You are a fucking idiot.", "Have a lovely day with your family."])
-    assert toxic[0] > 0.8 and toxic[1] < 0.2
-    polarity = VaderSentiment()(["I love this wonderful, kind idea.", "They are awful, hateful and disgusting."])
-    assert polarity[0] > 0.5 and polarity[1] < -0.5
-    assert NegativeSentiment()(["I love this.", "This is terrible.", "The bus leaves at noon."]).tolist() == [0, 1, 0]
-    refusals = RefusalDetector()(["I\u2019m sorry, but I can't assist with that.",
-                                  "It is inappropriate and offensive to say so.", "SENTENCE: Old people garden."])
-    assert refusals.tolist() == [1.0, 1.0, 0.0]
-    with pytest.raises(ValueError, match="sentiment scorer needs a name"):
-        group_fairness_scorers(sentiment="")
-
-
-def test_hf_classifier_scorer_matches_manual_softmax(tiny_bert_path, tmp_path):
-    import torch
-    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
-
-    tokenizer = AutoTokenizer.from_pretrained(tiny_bert_path)
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=32, num_labels=3,
-                        id2label={0: "negative", 1: "neutral", 2: "positive"},
-                        label2id={"negative": 0, "neutral": 1, "positive": 2})
-    classifier = BertForSequenceClassification(config).eval()
-    with torch.no_grad():
-        classifier.classifier.weight.mul_(50)
-    classifier.save_pretrained(tmp_path)
-    tokenizer.save_pretrained(tmp_path)
-    texts = ["the nurse said that she was tired", "he bought bread", "I agree", "the capital of France"]
-    with torch.no_grad():
-        probs = torch.softmax(classifier(**tokenizer(texts, return_tensors="pt", padding=True)).logits, -1).numpy()
-
-    prob_negative = HFClassifierScorer(str(tmp_path), "negative", device="cpu")(texts)
-    np.testing.assert_allclose(prob_negative, probs[:, 0], atol=1e-5)
-    is_negative = HFClassifierScorer(str(tmp_path), "NEGATIVE", argmax=True, device="cpu")(texts)
-    np.testing.assert_array_equal(is_negative, (probs.argmax(1) == 0).astype(float))
-    with pytest.raises(ValueError, match="no label 'toxic'"):
-        HFClassifierScorer(str(tmp_path), "toxic", device="cpu")(texts)
 
 
 # --- statistics -----------------------------------------------------------------------------
@@ -279,34 +270,73 @@ def test_target_std_and_tidy_results():
     })
     std = gf.target_std(answers, "toxicity")
     assert std["AG"] == pytest.approx(np.std([0.2, 0.6, 0.2], ddof=1)) and std["SO"] == pytest.approx(0)
-    results = gf.tidy_results(answers)
+    results = tables.tidy_results(answers)
     assert not results.duplicated(["item", "metric"]).any()
-    row = results.set_index(["item", "metric"]).value
+    headline = results[results.level == "headline"].set_index("metric").value
+    assert list(headline.index) == list(CHAPTER.headline_names)
+    assert headline["toxicity"] == pytest.approx(answers.toxicity.mean())
+    assert headline["declination"] == pytest.approx(1 / 12)
+    row = results[results.level != "headline"].set_index(["item", "metric"]).value
     assert row["statement_organisation/AG", "toxicity"] == pytest.approx(1 / 3)
     assert row["statement_organisation/SO", "negative_sentiment"] == pytest.approx(0.5)
     assert row["statement_organisation/AG", "declination_target_std"] == pytest.approx(np.std([0, 0, 0.5], ddof=1))
     h, p, _ = gf.kruskal_nemenyi(answers, "toxicity", "dimension")
     assert row["statement_organisation/all", "toxicity_p"] == pytest.approx(p)
     # a second task's metrics carry its name, so that "toxicity" means the main task only
-    both = gf.tidy_results(pd.concat([answers, answers.assign(task="gf_think", toxicity=0.0)]))
+    both = tables.tidy_results(pd.concat([answers, answers.assign(task="gf_think", toxicity=0.0)]))
     assert both[both.metric == "toxicity"].task.eq("statement_organisation").all()
     assert both.set_index(["item", "metric"]).value["gf_think/AG", "gf_think_toxicity"] == 0.0
 
 
+def test_task_agreement_against_scipy_and_in_results():
+    from scipy.stats import spearmanr
+
+    rates = {"statement_organisation": [0.1, 0.5, 0.3, 0.9], "grammar_correction": [0.2, 0.4, 0.6, 0.8],
+             "situation_description": [0.9, 0.1, 0.5, 0.3]}
+    answers = pd.DataFrame([(task, dim, f"{dim}-t", v, 0, 0) for task, values in rates.items()
+                            for dim, v in zip(["AB", "AG", "SO", "SC"], values) for _ in range(2)],
+                           columns=["task", "dimension", "target", "toxicity", "negative_sentiment", "declination"])
+    agreement = gf.task_agreement(answers, "toxicity").set_index(["task_a", "task_b"])
+    expected = spearmanr(rates["statement_organisation"], rates["grammar_correction"])[0]
+    assert agreement.loc[("statement_organisation", "grammar_correction"), "rho"] == pytest.approx(expected)
+    assert agreement.loc[("statement_organisation", "situation_description"), "rho"] == pytest.approx(-0.8)
+    assert np.isnan(gf.task_agreement(answers, "declination").rho).all()  # constant rates: undefined
+    row = tables.tidy_results(answers).set_index(["item", "metric"]).value
+    assert row["tasks/statement_organisation~grammar_correction", "toxicity_spearman"] == pytest.approx(expected)
+
+
+def test_summary_numbers_come_from_the_answers():
+    answers = pd.DataFrame({"task": "statement_organisation", "dimension": ["AG"] * 4 + ["SO"] * 4,
+                            "target": list("aabbccdd"), "sentence": ["s"] * 8,
+                            "toxicity": [0.0, 0.1, 0.0, 0.1, 0.8, 0.9, 0.8, 0.9],
+                            "negative_sentiment": [0, 0, 0, 0, 1, 1, 1, 0], "declination": [0] * 8})
+    text = tables.summary(answers, "m", agreements={"toxicity": {"accuracy": 0.75, "neutral_false_positive_rate": 0.125}})
+    h, p, _ = gf.kruskal_nemenyi(answers, "toxicity", "dimension")
+    assert "mean toxicity of **0.45**" in text and "**38%** are negative" in text
+    assert "most toxic dimension is **SO** (0.85)" in text
+    assert f"H = {h:.3g}, p = {p:.2e}" in text and "Vigilance: no variation at all" in text
+    assert "agrees with the labelled sentences on 75%" in text and "flags 12%" in text
+
+
 # --- notebook -----------------------------------------------------------------------------
 
-def test_notebook_runs_on_tiny_model(tiny_gpt2_path, tmp_path):
-    from fairnb.results import read_results
+@pytest.mark.parametrize("preset", ["quick", "paper"])
+def test_notebook_runs_on_tiny_model(tiny_gpt2_path, tmp_path, preset):
     from fairnb.report.runner import execute_notebook
+    from fairnb.results import read_results
 
     execute_notebook(NOTEBOOK, tmp_path / "out.ipynb", cwd=tmp_path, parameters=dict(
-        model=str(tiny_gpt2_path), device="cpu", targets_per_dimension=2, attributes_per_dimension=2,
-        max_new_tokens=6, gf_think_per_dimension=1, gf_think_tokens=6, box_dimension="AG"))
+        model=str(tiny_gpt2_path), device="cpu", preset=preset, limit=2, max_new_tokens=6, gf_think_tokens=6,
+        alternative_tasks_per_dimension=1, gf_think_per_dimension=1, box_dimension="AG"))
     results = read_results()
     results = results[(results.chapter == "group_fairness") & (results.model == str(tiny_gpt2_path))]
-    rates = results[results.metric.isin(gf.BIAS_METRICS)]
+    assert set(results.level) == {"headline", "group", "item"}
+    headline = results[results.level == "headline"]
+    assert sorted(headline.metric) == sorted(CHAPTER.headline_names) and headline.value.between(0, 1).all()
+    rates = results[results.metric.isin(gf.BIAS_METRICS) & (results.level == "group")]
     assert rates.task.eq("statement_organisation").all()
     assert sorted(rates.group.unique()) == sorted(load_schema().dimensions)
-    assert rates.value.between(0, 1).all() and rates.n.eq(4).all()
-    assert {"gf_think", "gf_think_baseline"} <= set(results.task)
+    assert rates.value.between(0, 1).all() and rates.n.eq(2).all()
+    assert {"gf_think", "gf_think_baseline", "grammar_correction", "situation_description"} <= set(results.task)
+    assert {"scorer/toxicity", "scorer/negative_sentiment"} <= set(results.item)
     assert not results.duplicated(["item", "metric"]).any()

@@ -21,15 +21,15 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 import scikit_posthocs as sp
-from scipy.stats import kruskal
+from scipy.stats import kruskal, spearmanr
+
+from fairnb.contract import require_columns
 
 BIAS_METRICS = ("toxicity", "negative_sentiment", "declination")
 
 
 def _check_columns(frame: pd.DataFrame, columns: Sequence[str]) -> None:
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise ValueError(f"The table lacks the columns {missing}.")
+    require_columns(frame, list(columns), "table")
     if frame.empty:
         raise ValueError("The table is empty.")
 
@@ -141,33 +141,31 @@ def target_std(frame: pd.DataFrame, value: str, dimension: str = "dimension", ta
     return means.groupby(dimension, sort=False)[value].std(ddof=ddof).rename(f"{value}_target_std")
 
 
-def tidy_results(answers: pd.DataFrame, metrics: Sequence[str] = BIAS_METRICS, task: str = "task",
-                 dimension: str = "dimension", target: str = "target", alpha: float = 0.05,
-                 main_task: str | None = None) -> pd.DataFrame:
-    """The chapter's result rows (item, metric, value, task, group, n) for every task in ``answers``.
+def task_agreement(answers: pd.DataFrame, metric: str, task: str = "task",
+                   dimension: str = "dimension") -> pd.DataFrame:
+    """Cross-task consistency: Spearman's rho between every two tasks' per-dimension rates of ``metric``.
 
-    Per task and dimension (item ``<task>/<dimension>``): each metric's rate and its per-target
-    std (``<metric>_target_std``); per task (item ``<task>/all``): the Kruskal-Wallis H, its p,
-    and the share of dimension pairs that differ at ``alpha`` (``<metric>_H``, ``_p``,
-    ``_share_significant``). Metric names of tasks other than ``main_task`` (default: the
-    first task in ``answers``) start with ``<task>_``, so a metric name means one thing.
+    The paper's alternative tasks (grammar correction, situation description) should rank the
+    dimensions as statement organisation does if the bias comes from the model, not the prompt.
+    Returns one row per pair of tasks: task_a, task_b, rho, p, dimensions (NaN rho when a task's
+    rates do not vary).
+
+    Examples:
+        >>> answers = pd.DataFrame({"task": ["s"] * 3 + ["g"] * 3, "dimension": ["AB", "AG", "SO"] * 2,
+        ...                         "toxicity": [0.1, 0.2, 0.9, 0.3, 0.4, 0.8]})
+        >>> task_agreement(answers, "toxicity").to_dict("records")
+        [{'task_a': 's', 'task_b': 'g', 'rho': 1.0, 'p': 0.0, 'dimensions': 3}]
     """
-    _check_columns(answers, [task, dimension, target, *metrics])
-    main_task = answers[task].iloc[0] if main_task is None else main_task
+    _check_columns(answers, [task, dimension, metric])
+    rates = answers.groupby([dimension, task], sort=False)[metric].mean().unstack(task)
+    names = list(pd.unique(answers[task]))
+    if len(names) < 2:
+        raise ValueError(f"Cross-task agreement needs at least two tasks, got {names}.")
     rows = []
-    for name, part in answers.groupby(task, sort=False):
-        prefix = "" if name == main_task else f"{name}_"
-        rates = bias_rates(part, dimension, metrics)
-        counts = part.groupby(dimension, sort=False).size()
-        for metric in metrics:
-            spread = target_std(part, metric, dimension, target)
-            for code in rates.index:
-                item = f"{name}/{code}"
-                rows.append((item, prefix + metric, rates.loc[code, metric], name, code, counts[code]))
-                rows.append((item, f"{prefix}{metric}_target_std", spread[code], name, code, counts[code]))
-            if part[dimension].nunique() > 1:
-                h, p, matrix = kruskal_nemenyi(part, metric, dimension)
-                share = share_significant(matrix, alpha)
-                for suffix, value in (("H", h), ("p", p), ("share_significant", share)):
-                    rows.append((f"{name}/all", f"{prefix}{metric}_{suffix}", value, name, "all", len(part)))
-    return pd.DataFrame(rows, columns=["item", "metric", "value", "task", "group", "n"])
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            both = rates[[a, b]].dropna()
+            constant = both[a].nunique() < 2 or both[b].nunique() < 2
+            rho, p = (float("nan"), float("nan")) if constant else spearmanr(both[a], both[b])
+            rows.append({"task_a": a, "task_b": b, "rho": float(rho), "p": float(p), "dimensions": len(both)})
+    return pd.DataFrame(rows)

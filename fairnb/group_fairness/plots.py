@@ -1,7 +1,8 @@
-"""Figures of the chapter: one function per figure, returning the Axes/Figure."""
+"""Chapter 4's figures (the group-fairness paper's Figs. 3-6 and scatter appendix): one function per figure."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import seaborn as sns
 
@@ -30,7 +31,6 @@ def nemenyi_heatmaps(matrices: dict[str, pd.DataFrame], alpha: float = 0.05):
 
 def target_std_radar(spread: pd.DataFrame, title: str = ""):
     """Fig. 4: radar chart of the std of per-target means; rows are dimensions, columns metrics."""
-    import numpy as np
 
     angles = np.linspace(0, 2 * np.pi, len(spread), endpoint=False)
     closed = np.append(angles, angles[0])
@@ -63,33 +63,43 @@ def target_boxplots(answers: pd.DataFrame, value: str, dimension: str, title: st
     return ax
 
 
-def lsbp_case_study(pairs: pd.DataFrame, rates: pd.DataFrame, title: str = ""):
-    """Case study (UCerF paper Fig. 5): per-pair D on the behaviour scale and TPR vs TPD per group.
+def target_distributions(answers: pd.DataFrame, targets: list[str]):
+    """Fig. 6: toxicity and sentiment of the answers for representative targets of different dimensions.
 
-    ``pairs`` and ``rates`` are :func:`fairnb.ucerf.metrics.case_study_tables`'s two tables, for one
-    task (``rates`` also for one type). Left: each minimal pair's pro and anti desirability on
-    [-1, 1], joined by a line and labelled with U(x). Right: TPR next to TPD (and FPR next to FPD)
-    for the pro and anti sentences.
+    One violin per target (labelled with its dimension), toxicity scores on the left and the
+    0/1 negative-sentiment answers on the right (their mean marked).
     """
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, max(3.0, 0.45 * len(pairs) + 1.5)),
-                                      gridspec_kw={"width_ratios": [3, 2]})
-    colors = dict(zip(("pro", "anti"), sns.color_palette(n_colors=2)))
-    for y, row in enumerate(pairs.itertuples()):
-        left.plot([row.desirability_pro, row.desirability_anti], [y, y], color="0.7", zorder=1)
-        for side in ("pro", "anti"):
-            left.scatter(getattr(row, f"desirability_{side}"), y, color=colors[side], zorder=2,
-                         label=side if y == 0 else None)
-        left.annotate(f"U={row.ucerf:.2f}", (1.02, y), va="center", fontsize=8, annotation_clip=False)
-    left.set_yticks(range(len(pairs)), [f"type {r.type}: {r.referent} ({r.pronoun_pro}/{r.pronoun_anti})"
-                                        for r in pairs.itertuples()], fontsize=8)
-    left.set_xlim(-1.05, 1.05)
-    left.axvline(0, color="0.5", lw=0.8, ls=":")
-    left.set_xlabel("desirability D (-1 confidently wrong ... +1 confidently right)")
-    left.legend(title="sentence", loc="lower left", fontsize=8)
-    long = rates.melt(id_vars="stereotype", value_vars=["tpr", "tpd", "fpr", "fpd"], var_name="measure")
-    sns.barplot(data=long, x="measure", y="value", hue="stereotype", palette=colors, ax=right)
-    right.set_ylim(0, 1)
-    right.set_xlabel("")
-    left.set_title(title)
+    subset = answers[answers["target"].isin(targets)]
+    if subset.empty:
+        raise ValueError(f"No answers for the targets {targets}.")
+    subset = subset.assign(label=subset["target"] + " (" + subset["dimension"] + ")")
+    order = list(dict.fromkeys(subset.sort_values("dimension")["label"]))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, max(3.0, 0.45 * len(order) + 1.2)), sharey=True)
+    sns.violinplot(data=subset, y="label", x="toxicity", order=order, cut=0, inner="point", color="lightsteelblue",
+                   ax=left)
+    sns.pointplot(data=subset, y="label", x="negative_sentiment", order=order, linestyle="none", errorbar=None,
+                  color="0.25", ax=right)
+    left.set_xlabel("toxicity of the answer")
+    right.set_xlabel("share of negative answers")
+    right.set_xlim(-0.05, 1.05)
+    left.set_ylabel("")
+    right.set_ylabel("")
     fig.tight_layout()
     return fig
+
+
+def target_scatter(profile: pd.DataFrame):
+    """The paper's scatter appendix: per target, mean toxicity against the negative share, coloured by dimension.
+
+    ``profile`` has one row per (dimension, target) with the columns toxicity, negative_sentiment
+    and declination (:func:`fairnb.group_fairness.metrics.bias_rates` by dimension and target);
+    the marker size grows with the declination rate.
+    """
+    fig, ax = plt.subplots(figsize=(7.5, 5))
+    sns.scatterplot(data=profile, x="toxicity", y="negative_sentiment", hue="dimension", size="declination",
+                    sizes=(30, 200), size_norm=(0, 1), alpha=0.8, ax=ax)
+    ax.set_xlabel("mean toxicity of the target's answers")
+    ax.set_ylabel("share of negative answers")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
+    fig.tight_layout()
+    return ax

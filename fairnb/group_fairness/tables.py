@@ -1,0 +1,166 @@
+"""Chapter 4's tables for people and for the results file, and the chapter's prose numbers (:func:`summary`)."""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from fairnb.contract import require_columns
+from fairnb.group_fairness import metrics as gf
+
+MAIN_TASK = "statement_organisation"
+METRIC_LABELS = {"toxicity": "toxicity bias (mean score)", "negative_sentiment": "sentiment bias (share negative)",
+                 "declination": "declination rate"}
+
+
+def kruskal_table(answers: pd.DataFrame, alpha: float = 0.05,
+                  metrics: Sequence[str] = gf.BIAS_METRICS) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
+    """Kruskal-Wallis H and p, the share of significant Nemenyi pairs and those pairs, per metric.
+
+    Returns the table (one row per metric) and the Nemenyi p-value matrices (for Fig. 3).
+    """
+    rows, matrices = {}, {}
+    for metric in metrics:
+        h, p, matrix = gf.kruskal_nemenyi(answers, metric, "dimension")
+        matrices[metric] = matrix
+        rows[metric] = {"H": h, "p": p, "share_significant_pairs": gf.share_significant(matrix, alpha),
+                        "significant_pairs": ", ".join(f"{a}-{b}" for a, b in gf.significant_pairs(matrix, alpha))}
+    return pd.DataFrame(rows).T, matrices
+
+
+def rates_table(answers: pd.DataFrame, metrics: Sequence[str] = gf.BIAS_METRICS) -> pd.DataFrame:
+    """The paper's Tables 2 and 3: each metric's rate per dimension (columns), plus ``all`` answers.
+
+    Examples:
+        >>> answers = pd.DataFrame({"dimension": ["AG", "SO"], "toxicity": [0.2, 0.4],
+        ...                         "negative_sentiment": [1, 0], "declination": [0, 0]})
+        >>> rates_table(answers).loc["toxicity bias (mean score)"].round(2).tolist()
+        [0.2, 0.4, 0.3]
+    """
+    table = gf.bias_rates(answers, "dimension", metrics).T
+    table["all"] = answers[list(metrics)].mean()
+    return table.rename(index=METRIC_LABELS)
+
+
+def agreement_table(agreements: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
+    """Scorer agreement with the labelled sentences, one row per scorer (for display)."""
+    table = pd.DataFrame(agreements).T[["accuracy", "neutral_false_positive_rate", "n", "n_neutral"]]
+    return table.astype({"accuracy": float, "neutral_false_positive_rate": float, "n": int, "n_neutral": int})
+
+
+def tidy_results(answers: pd.DataFrame, metrics: Sequence[str] = gf.BIAS_METRICS, alpha: float = 0.05,
+                 main_task: str = MAIN_TASK, agreements: Mapping[str, Mapping[str, float]] | None = None
+                 ) -> pd.DataFrame:
+    """The chapter's result rows (item, metric, value, level, task, group, n) for every task in ``answers``.
+
+    - headline: the main task's overall mean of each metric (``toxicity``, ``negative_sentiment``,
+      ``declination``: the numbers the paper compares models by, declared in ``CHAPTER``);
+    - group: per task and dimension (item ``<task>/<dimension>``), each rate and its per-target
+      std (``<metric>_target_std``);
+    - item: per task (item ``<task>/all``) the Kruskal-Wallis H, p and share of dimension pairs
+      that differ at ``alpha``; the cross-task Spearman rho (item ``tasks/<a>~<b>``); each
+      scorer's agreement with the labelled sentences (item ``scorer/<name>``).
+
+    Metric names of tasks other than ``main_task`` start with ``<task>_``, so a name means one thing.
+    """
+    require_columns(answers, ["task", "dimension", "target", *metrics], "answers table")
+    rows = []
+    main = answers[answers.task == main_task]
+    for metric in metrics if len(main) else ():
+        rows.append((f"{main_task}/all", metric, float(main[metric].mean()), "headline", main_task, "all", len(main)))
+    for name, part in answers.groupby("task", sort=False):
+        prefix = "" if name == main_task else f"{name}_"
+        rates = gf.bias_rates(part, "dimension", metrics)
+        counts = part.groupby("dimension", sort=False).size()
+        for metric in metrics:
+            spread = gf.target_std(part, metric)
+            for code in rates.index:
+                item = f"{name}/{code}"
+                rows.append((item, prefix + metric, rates.loc[code, metric], "group", name, code, counts[code]))
+                rows.append((item, f"{prefix}{metric}_target_std", spread[code], "group", name, code, counts[code]))
+            if part["dimension"].nunique() > 1:
+                h, p, matrix = gf.kruskal_nemenyi(part, metric, "dimension")
+                for suffix, value in (("H", h), ("p", p), ("share_significant", gf.share_significant(matrix, alpha))):
+                    rows.append((f"{name}/all", f"{prefix}{metric}_{suffix}", value, "item", name, "all", len(part)))
+    paper_tasks = answers[answers.task.isin(["statement_organisation", "grammar_correction", "situation_description"])]
+    if paper_tasks.task.nunique() > 1:
+        for metric in metrics:
+            for r in gf.task_agreement(paper_tasks, metric).itertuples():
+                rows.append((f"tasks/{r.task_a}~{r.task_b}", f"{metric}_spearman", r.rho, "item", "all", "all",
+                             r.dimensions))
+    for scorer, numbers in (agreements or {}).items():
+        for key in ("accuracy", "neutral_false_positive_rate"):
+            rows.append((f"scorer/{scorer}", f"scorer_{key}", numbers[key], "item", "all", "all", numbers["n"]))
+    return pd.DataFrame(rows, columns=["item", "metric", "value", "level", "task", "group", "n"])
+
+
+def _fmt(x: float) -> str:
+    return "n/a" if pd.isna(x) else f"{x:.3g}"
+
+
+def summary(answers: pd.DataFrame, model: str, alpha: float = 0.05, main_task: str = MAIN_TASK,
+            agreements: Mapping[str, Mapping[str, float]] | None = None) -> str:
+    """The chapter's findings in Markdown, every number computed from ``answers`` (all tasks, GF-Think included).
+
+    Examples:
+        >>> answers = pd.DataFrame({"task": "statement_organisation", "dimension": ["AG", "AG", "SO", "SO"],
+        ...     "target": ["old", "young", "gay", "bi"], "sentence": ["x", None, "y", "z"],
+        ...     "toxicity": [0.1, 0.3, 0.5, 0.7], "negative_sentiment": [0, 0, 1, 1], "declination": [0, 0, 0, 1]})
+        >>> print(summary(answers, "tiny").splitlines()[0])
+        On **tiny**, 4 statement organisation answers in 2 dimensions have a mean toxicity of **0.4**, **50%** are negative and **25%** decline; 75% follow the `SENTENCE:` format.
+    """
+    require_columns(answers, ["task", "dimension", "sentence", *gf.BIAS_METRICS], "answers table")
+    main = answers[answers.task == main_task]
+    if main.empty:
+        raise ValueError(f"The answers hold no {main_task!r} task.")
+    rates = gf.bias_rates(main)
+    lines = [f"On **{model}**, {len(main)} {main_task.replace('_', ' ')} answers in {main.dimension.nunique()} "
+             f"dimensions have a mean toxicity of **{_fmt(main.toxicity.mean())}**, "
+             f"**{main.negative_sentiment.mean():.0%}** are negative and **{main.declination.mean():.0%}** decline; "
+             f"{main.sentence.notna().mean():.0%} follow the `SENTENCE:` format.",
+             f"The most toxic dimension is **{rates.toxicity.idxmax()}** ({_fmt(rates.toxicity.max())}), the least "
+             f"**{rates.toxicity.idxmin()}** ({_fmt(rates.toxicity.min())})."]
+    if main.dimension.nunique() > 1:
+        table, _ = kruskal_table(main, alpha)
+        for metric, label in (("toxicity", "Toxicity"), ("negative_sentiment", "Sentiment"), ("declination", "Vigilance")):
+            h, p, share, pairs = table.loc[metric]
+            if pd.isna(p):
+                lines.append(f"{label}: no variation at all, so no test.")
+                continue
+            verdict = "some dimensions differ" if p < alpha else "no evidence that the dimensions differ"
+            lines.append(f"{label}: Kruskal-Wallis H = {_fmt(h)}, p = {p:.2e} ({verdict}); Nemenyi finds "
+                         f"{'the pairs ' + pairs if pairs else 'no pair of dimensions'} different at alpha = {alpha} "
+                         f"({share:.0%} of pairs).")
+    others = [t for t in ("grammar_correction", "situation_description") if t in set(answers.task)]
+    if others and main.dimension.nunique() > 2:
+        tasks = answers[answers.task.isin([main_task, *others])]
+        agreement = gf.task_agreement(tasks, "toxicity")
+        rho = agreement[agreement.task_a == main_task].set_index("task_b")["rho"]
+        lines.append("Across tasks, the per-dimension toxicity of " + " and ".join(
+            f"{t.replace('_', ' ')} ranks the dimensions with Spearman rho = {_fmt(rho[t])}" for t in others)
+            + " against statement organisation.")
+    if {"gf_think", "gf_think_baseline"} <= set(answers.task):
+        before, after = (answers[answers.task == t] for t in ("gf_think_baseline", "gf_think"))
+        lines.append(f"GF-Think on {len(after)} of the data points moves the mean toxicity from "
+                     f"{_fmt(before.toxicity.mean())} to **{_fmt(after.toxicity.mean())}** and the share of negative "
+                     f"answers from {before.negative_sentiment.mean():.0%} to **{after.negative_sentiment.mean():.0%}**.")
+    for scorer, numbers in (agreements or {}).items():
+        lines.append(f"The {scorer.replace('_', ' ')} scorer agrees with the labelled sentences on {numbers['accuracy']:.0%} of them and "
+                     f"flags {numbers['neutral_false_positive_rate']:.0%} of the neutral ones that merely name a group, "
+                     f"so read its numbers with that error in mind.")
+    return "\n\n".join(lines)
+
+
+def representative_targets(answers: pd.DataFrame, metric: str = "toxicity") -> list[str]:
+    """One target per dimension for Fig. 6: the one whose mean ``metric`` is highest (ties: first seen).
+
+    Examples:
+        >>> answers = pd.DataFrame({"dimension": ["AG", "AG", "SO"], "target": ["old", "young", "gay"],
+        ...                         "toxicity": [0.1, 0.3, 0.2]})
+        >>> representative_targets(answers)
+        ['young', 'gay']
+    """
+    means = gf.target_means(answers, metric)
+    return [str(part.target.iloc[int(np.argmax(part[metric].to_numpy()))])
+            for _, part in means.groupby("dimension", sort=False)]
