@@ -41,7 +41,7 @@ CHAPTER = Chapter(
 )
 
 _PAPER = dict(
-    pivots="bold", limit=None, groups=None, prefix_kinds=["random", "jailbreak", "soft"], n=50, confidence=0.95,
+    pivots="bold", limit=None, prefix_kinds=["random", "jailbreak", "soft"], n=50, confidence=0.95,
     temperature=1.0, top_k=10, max_new_tokens=100, q=100, p_interleave=0.2, p_mutate=0.01, mag=0.04,
     soft_length=100, gap=0.85, drop=0.85, repetitions=1000,
     ablations={"q": [25, 50, 100], "n": [10, 25, 50], "confidence": [0.9, 0.95, 0.99],

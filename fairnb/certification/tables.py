@@ -65,11 +65,14 @@ def headline(certificates: pd.DataFrame, main: str = MAIN_PREFIX) -> pd.Series:
 
 
 def tidy_results(certificates: pd.DataFrame, coverage: pd.DataFrame | None = None,
-                 ablation: pd.DataFrame | None = None, main: str = MAIN_PREFIX) -> pd.DataFrame:
+                 ablation: pd.DataFrame | None = None, others: pd.DataFrame | None = None,
+                 main: str = MAIN_PREFIX) -> pd.DataFrame:
     """Rows for ``write_results``: the headline ``p_unbiased_low`` (pooled lower bound, main
     prefix kind), per prefix kind the summaries (level ``group``, the kind in ``group``), per
     pivot set and kind ``p_unbiased`` (level ``item``), the ablation's mean bounds per parameter
     value (``ablation_<statistic>``, level ``group``) and the coverage study (``coverage``).
+    ``others`` are certificates of another pivot source (e.g. DecodingTrust with more groups):
+    kept as group and item rows under ``<pivot kind>:<prefix>``, never in the headline.
 
     Examples:
         >>> table = pd.DataFrame({"prefix": ["soft"], "pivot_set": ["a"], "n": [10], "confidence": [0.95],
@@ -90,6 +93,11 @@ def tidy_results(certificates: pd.DataFrame, coverage: pd.DataFrame | None = Non
         "item": certificates.pivot_set, "metric": "p_unbiased", "value": certificates.estimate,
         "ci_low": certificates.low, "ci_high": certificates.high, "level": "item", "group": certificates.prefix,
         "n": certificates.n, "confidence": certificates.confidence}))
+    if others is not None:
+        require_columns(others, CERTIFICATE_COLUMNS + ("kind",), "certificate table")
+        renamed = others.assign(prefix=others.kind + ":" + others.prefix)
+        extra = tidy_results(renamed, main=renamed.prefix.iloc[0])
+        parts.append(extra[extra.level != "headline"])
     if ablation is not None:
         for parameter, rows in ablation.groupby("parameter", sort=False):
             long = _long(summarize_certificates(rows, by="parameter_value")[["mean_lower", "mean_upper"]],
@@ -189,3 +197,15 @@ def soft_prefix_summary(base: np.ndarray, draw: np.ndarray, max_abs: float, mag:
             f"norm {_sig(np.linalg.norm(base, axis=1).mean())}) plus noise of mean per-token norm "
             f"{_sig(np.linalg.norm(noise, axis=1).mean())}, largest coordinate {_sig(np.abs(noise).max())} within "
             f"the bound mag · max|E| / 2 = {_sig(mag * max_abs / 2)} (max|E| = {_sig(max_abs)}).")
+
+
+def lowest_certificate(certificates: pd.DataFrame, samples: pd.DataFrame) -> tuple[str, pd.DataFrame]:
+    """The certificate with the lowest estimate in one sentence, and its answers side by side
+    (one row per prefix draw, biased sets first; columns: each group's response and score)."""
+    lowest = certificates.sort_values(["estimate", "low"]).iloc[0]
+    behind = samples[(samples.prefix == lowest.prefix) & (samples.pivot_set == lowest.pivot_set)]
+    wide = behind.pivot_table(index=["sample", "biased"], columns="group", values=["response", "score"],
+                              aggfunc="first")
+    text = (f"**{lowest.prefix}** prefixes on **{lowest.pivot_set}**: {lowest.unbiased} of {lowest.n} answer sets "
+            f"unbiased, certified interval [{_sig(lowest.low)}, {_sig(lowest.high)}].")
+    return text, wide.sort_index(level="biased", ascending=False)
