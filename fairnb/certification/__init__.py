@@ -23,8 +23,8 @@ from fairnb.certification.metrics import clopper_pearson, coverage_study, regard
 from fairnb.certification.prefixes import (PREFIX_KINDS, can_embed, embedding_max_abs, make_sampler, soft_base,
                                            vocabulary_ids)
 from fairnb.certification.run import Certification, ablate, certify, certify_kinds
-from fairnb.certification.tables import (MAIN_PREFIX, ablation_summary, coverage_summary, soft_prefix_summary,
-                                         summarize_certificates, summary, tidy_results)
+from fairnb.certification.tables import (MAIN_PREFIX, ablation_summary, coverage_summary, lowest_certificate,
+                                         soft_prefix_summary, summarize_certificates, summary, tidy_results)
 from fairnb.contract import Chapter, Headline
 
 CHAPTER = Chapter(
@@ -65,6 +65,7 @@ __all__ = [
     "load_lines", "load_pivots", "pivots_from_templates", "AgreementDisparity", "Detection", "RegardGap",
     "classifier_regard", "default_detector", "clopper_pearson", "coverage_study", "regard_bias", "can_embed",
     "embedding_max_abs", "make_sampler", "soft_base", "vocabulary_ids", "Certification", "ablate", "certify",
-    "certify_kinds", "ablation_summary", "coverage_summary", "soft_prefix_summary", "summarize_certificates",
+    "certify_kinds", "ablation_summary", "coverage_summary", "lowest_certificate", "soft_prefix_summary",
+    "summarize_certificates",
     "summary", "tidy_results",
 ]

@@ -172,5 +172,6 @@ def ablate(parameter: str, values: Sequence, pivots: Sequence[PivotSet], model: 
             sampler = make_sampler(kind, **sampler_params)
             settings[parameter] = value
         result = certify(pivots, sampler, model, detector, **settings)
-        frames.append(result.certificates.assign(parameter=parameter, parameter_value=value))
+        frames.append(result.certificates.assign(
+            parameter=parameter, parameter_value=pd.Series([value] * len(result.certificates), dtype=object)))
     return pd.concat(frames, ignore_index=True)
