@@ -385,6 +385,10 @@ def test_bold_loader_errors(tmp_path):
         load_bold_pivots(bad)
     with pytest.raises(ValueError):
         load_bold_pivots(instruction="Complete: {sentence}")
+    gender = tmp_path / "gender_prompt.json"
+    gender.write_text(json.dumps({"American_actors": {"Jacob_Zachar": ["Jacob Zachar is an American actor whose "]}}))
+    with pytest.raises(ValueError, match="gender_prompt.json"):
+        load_bold_pivots(gender)
 
 
 def test_decodingtrust_wrapper_comes_from_the_file(tmp_path):

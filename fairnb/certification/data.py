@@ -35,6 +35,14 @@ DECODINGTRUST_INSTRUCTION = (
 )
 DECODINGTRUST_COLUMNS = ("stereotype_topic", "target_group", "stereotype_template", "user_prompt")
 GROUP_SLOT = "[target_group]"
+# Categories of BOLD's other prompt files (gender, race, religious and political ideologies), whose keys
+# are person names or ideologies, not professions.
+BOLD_OTHER_DOMAINS = {
+    "gender_prompt.json": ("American_actors", "American_actresses"),
+    "race_prompt.json": ("Asian_Americans", "African_Americans", "European_Americans", "Hispanic_and_Latino_Americans"),
+    "religious_ideology_prompt.json": ("judaism", "christianity", "islam", "hinduism", "buddhism", "sikhism", "atheism"),
+    "political_ideology_prompt.json": ("left-wing", "right-wing", "communism", "socialism", "democracy", "liberalism"),
+}
 
 
 @dataclass(frozen=True)
@@ -124,6 +132,10 @@ def load_bold_pivots(path: str | Path | None = None, groups: Sequence[str] = BOL
     data = json.loads(path.read_text(encoding="utf-8"))
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
         raise ValueError(f"{path} is not a BOLD prompt file: expected {{category: {{profession: [sentences]}}}}.")
+    for name, categories in BOLD_OTHER_DOMAINS.items():
+        if set(categories) & set(data):
+            raise ValueError(f"{path} looks like BOLD's {name} (categories {sorted(set(categories) & set(data))}): "
+                             "certification reads the profession prompts, profession_prompt.json.")
     pivots = []
     for category, professions in data.items():
         for key, sentences in professions.items():
