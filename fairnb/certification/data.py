@@ -22,7 +22,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from fairnb.contract import shipped_file
+from fairnb.contract import read_text_file, shipped_file
 
 BOLD_GROUPS = ("man", "woman")
 DECODINGTRUST_GROUPS = ("Black people", "White people")
@@ -35,6 +35,14 @@ DECODINGTRUST_INSTRUCTION = (
 )
 DECODINGTRUST_COLUMNS = ("stereotype_topic", "target_group", "stereotype_template", "user_prompt")
 GROUP_SLOT = "[target_group]"
+# Categories of BOLD's other prompt files (gender, race, religious and political ideologies), whose keys
+# are person names or ideologies, not professions.
+BOLD_OTHER_DOMAINS = {
+    "gender_prompt.json": ("American_actors", "American_actresses"),
+    "race_prompt.json": ("Asian_Americans", "African_Americans", "European_Americans", "Hispanic_and_Latino_Americans"),
+    "religious_ideology_prompt.json": ("judaism", "christianity", "islam", "hinduism", "buddhism", "sikhism", "atheism"),
+    "political_ideology_prompt.json": ("left-wing", "right-wing", "communism", "socialism", "democracy", "liberalism"),
+}
 
 
 @dataclass(frozen=True)
@@ -42,7 +50,9 @@ class PivotSet:
     """Counterfactual prompts (one per group) that differ only in the group they mention.
 
     ``kind`` names the detector that fits (``"bold"``: completions, ``"decodingtrust"``:
-    agree/disagree answers); ``context`` is the profession or the statement template.
+    agree/disagree answers); ``context`` is the profession or the statement template;
+    ``reference`` is the group-neutral text the answers are compared with (BOLD: the partial
+    sentence, whose regard the detector's second clause uses).
     """
 
     id: str
@@ -50,6 +60,7 @@ class PivotSet:
     groups: tuple[str, ...]
     prompts: tuple[str, ...]
     context: str = ""
+    reference: str = ""
 
     def __post_init__(self):
         if len(self.groups) < 2:
@@ -121,6 +132,10 @@ def load_bold_pivots(path: str | Path | None = None, groups: Sequence[str] = BOL
     data = json.loads(path.read_text(encoding="utf-8"))
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
         raise ValueError(f"{path} is not a BOLD prompt file: expected {{category: {{profession: [sentences]}}}}.")
+    for name, categories in BOLD_OTHER_DOMAINS.items():
+        if set(categories) & set(data):
+            raise ValueError(f"{path} looks like BOLD's {name} (categories {sorted(set(categories) & set(data))}): "
+                             "certification reads the profession prompts, profession_prompt.json.")
     pivots = []
     for category, professions in data.items():
         for key, sentences in professions.items():
@@ -128,7 +143,8 @@ def load_bold_pivots(path: str | Path | None = None, groups: Sequence[str] = BOL
             for number, sentence in enumerate(sentences):
                 prompts = tuple(instruction.format(group=g, profession=profession, sentence=sentence.strip())
                                 for g in groups)
-                pivots.append(PivotSet(f"bold:{category}:{key}:{number}", "bold", groups, prompts, profession))
+                pivots.append(PivotSet(f"bold:{category}:{key}:{number}", "bold", groups, prompts, profession,
+                                       sentence.strip()))
     if not pivots:
         raise ValueError(f"{path} holds no BOLD prompts.")
     return select_pivots(pivots, limit, seed)
@@ -212,3 +228,21 @@ def load_pivots(source: str, groups: Sequence[str] | None = None, limit: int | N
         return load_decodingtrust_pivots(None if source == "decodingtrust" else path,
                                          groups or DECODINGTRUST_GROUPS, limit=limit, seed=seed)
     raise ValueError(f"Unknown pivot source {source!r}: use 'bold', 'decodingtrust', a .json or a .csv path.")
+
+
+def load_lines(name_or_path: str | Path) -> list[str]:
+    """Non-empty, non-comment lines of a text file: a path, or a file shipped in
+    ``fairnb/certification/data`` (e.g. ``"roleplay_main.txt"``).
+
+    Examples:
+        >>> load_lines("agree.txt")[0]
+        'i agree'
+    """
+    path = Path(name_or_path)
+    if not path.is_file():
+        path = shipped_file("certification", f"{name_or_path}")
+    lines = [line.strip() for line in read_text_file(path, "instruction or phrase file").splitlines()]
+    lines = [line for line in lines if line and not line.startswith("#")]
+    if not lines:
+        raise ValueError(f"{path} holds no lines.")
+    return lines

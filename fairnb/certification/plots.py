@@ -48,7 +48,7 @@ def coverage_curve(coverage: pd.DataFrame, title: str = ""):
 
 def ablation_bounds(summary: pd.DataFrame, parameter: str, title: str = ""):
     """Mean lower and upper bound (band) and mean estimate (line) against one parameter's values
-    (``summary`` is :func:`fairnb.certification.metrics.summarize_certificates` by that parameter)."""
+    (``summary`` is :func:`fairnb.certification.tables.summarize_certificates` by that parameter)."""
     import numpy as np
 
     positions = np.arange(len(summary))

@@ -1,0 +1,211 @@
+"""Tables and prose of the chapter: summaries, the tidy results, Markdown sentences.
+
+Every number in the chapter's prose comes from a function here (tested), never from a
+hand-typed value. The headline (``p_unbiased_low``) is the pooled certificate: the
+Clopper-Pearson lower bound on P(unbiased) from all response sets of the main prefix kind
+(:data:`MAIN_PREFIX`, the mixture of jailbreaks), i.e. for a pivot set drawn uniformly from
+those certified and a prefix drawn from the distribution.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from fairnb.certification.metrics import clopper_pearson
+from fairnb.contract import require_columns
+
+MAIN_PREFIX = "jailbreak"
+CERTIFICATE_COLUMNS = ("prefix", "pivot_set", "n", "unbiased", "estimate", "low", "high", "confidence",
+                       "refusal_share")
+
+
+def _sig(value: float) -> str:
+    """Three significant digits.
+
+    Examples:
+        >>> _sig(0.123456), _sig(12.345)
+        ('0.123', '12.3')
+    """
+    return f"{value:.3g}"
+
+
+def summarize_certificates(certificates: pd.DataFrame, by: str | list[str] = "prefix") -> pd.DataFrame:
+    """Per ``by`` value: bounds averaged over pivot sets, the pooled certificate (all response
+    sets together), and the shares of sets whose upper bound lies below 0.5 (biased more often
+    than not, with the stated confidence) or whose lower bound lies above 0.5.
+
+    Examples:
+        >>> table = pd.DataFrame({"prefix": ["r", "r"], "low": [0.1, 0.6], "high": [0.4, 0.9], "n": [10, 10],
+        ...                       "unbiased": [2, 8], "estimate": [0.2, 0.8], "refusal_share": [0.0, 0.5],
+        ...                       "confidence": [0.95, 0.95]})
+        >>> row = summarize_certificates(table).loc["r"]
+        >>> float(row.mean_lower), float(row.share_upper_below_half), float(row.pooled_estimate)
+        (0.35, 0.5, 0.5)
+    """
+    require_columns(certificates, ["low", "high", "estimate", "refusal_share", "n", "unbiased", "confidence"],
+                    "certificate table")
+    table = certificates.assign(upper_below_half=certificates.high < 0.5, lower_above_half=certificates.low > 0.5)
+    out = table.groupby(by, sort=False).agg(
+        pivots=("low", "size"), mean_lower=("low", "mean"), mean_upper=("high", "mean"),
+        mean_estimate=("estimate", "mean"), share_upper_below_half=("upper_below_half", "mean"),
+        share_lower_above_half=("lower_above_half", "mean"), refusal_share=("refusal_share", "mean"),
+        pooled_unbiased=("unbiased", "sum"), pooled_n=("n", "sum"), confidence=("confidence", "first"),
+    )
+    pooled_low, pooled_high = clopper_pearson(out.pooled_unbiased.to_numpy(), out.pooled_n.to_numpy(),
+                                              float(out.confidence.iloc[0]))
+    return out.assign(pooled_estimate=out.pooled_unbiased / out.pooled_n, pooled_lower=pooled_low,
+                      pooled_upper=pooled_high)
+
+
+def headline(certificates: pd.DataFrame, main: str = MAIN_PREFIX) -> pd.Series:
+    """The pooled certificate of the main prefix kind (the first kind certified when ``main``
+    did not run): a row of :func:`summarize_certificates` named after its prefix kind."""
+    summary = summarize_certificates(certificates)
+    return summary.loc[main if main in summary.index else summary.index[0]]
+
+
+def tidy_results(certificates: pd.DataFrame, coverage: pd.DataFrame | None = None,
+                 ablation: pd.DataFrame | None = None, others: pd.DataFrame | None = None,
+                 main: str = MAIN_PREFIX) -> pd.DataFrame:
+    """Rows for ``write_results``: the headline ``p_unbiased_low`` (pooled lower bound, main
+    prefix kind), per prefix kind the summaries (level ``group``, the kind in ``group``), per
+    pivot set and kind ``p_unbiased`` (level ``item``), the ablation's mean bounds per parameter
+    value (``ablation_<statistic>``, level ``group``) and the coverage study (``coverage``).
+    ``others`` are certificates of another pivot source (e.g. DecodingTrust with more groups):
+    kept as group and item rows under ``<pivot kind>:<prefix>``, never in the headline.
+
+    Examples:
+        >>> table = pd.DataFrame({"prefix": ["soft"], "pivot_set": ["a"], "n": [10], "confidence": [0.95],
+        ...                       "unbiased": [4], "low": [0.1], "high": [0.7], "estimate": [0.4],
+        ...                       "refusal_share": [0.0]})
+        >>> rows = tidy_results(table)
+        >>> rows.loc[rows.level == "headline", ["metric", "group"]].values.tolist()
+        [['p_unbiased_low', 'soft']]
+    """
+    require_columns(certificates, CERTIFICATE_COLUMNS, "certificate table")
+    top = headline(certificates, main)
+    parts = [pd.DataFrame({"item": ["all"], "metric": ["p_unbiased_low"], "value": [top.pooled_lower],
+                           "ci_low": [top.pooled_lower], "ci_high": [top.pooled_upper], "level": ["headline"],
+                           "group": [top.name], "n": [top.pooled_n], "confidence": [top.confidence]})]
+    summary = _long(summarize_certificates(certificates), "prefix")
+    parts.append(summary.assign(item="all", level="group", group=summary.prefix).drop(columns="prefix"))
+    parts.append(pd.DataFrame({
+        "item": certificates.pivot_set, "metric": "p_unbiased", "value": certificates.estimate,
+        "ci_low": certificates.low, "ci_high": certificates.high, "level": "item", "group": certificates.prefix,
+        "n": certificates.n, "confidence": certificates.confidence}))
+    if others is not None:
+        require_columns(others, CERTIFICATE_COLUMNS + ("kind",), "certificate table")
+        renamed = others.assign(prefix=others.kind + ":" + others.prefix)
+        extra = tidy_results(renamed, main=renamed.prefix.iloc[0])
+        parts.append(extra[extra.level != "headline"])
+    if ablation is not None:
+        for parameter, rows in ablation.groupby("parameter", sort=False):
+            long = _long(summarize_certificates(rows, by="parameter_value")[["mean_lower", "mean_upper"]],
+                         "parameter_value")
+            parts.append(long.assign(item=parameter + "=" + long.parameter_value.astype(str), level="group",
+                                     group=parameter, metric="ablation_" + long.metric).drop(columns="parameter_value"))
+    if coverage is not None:
+        parts.append(pd.DataFrame({"item": [f"p={p:.2f}" for p in coverage.true_p], "metric": "coverage",
+                                   "value": coverage.coverage, "level": "item", "group": "coverage",
+                                   "n": coverage.n, "confidence": coverage.confidence}))
+    return pd.concat(parts, ignore_index=True)
+
+
+def _long(summary: pd.DataFrame, key: str) -> pd.DataFrame:
+    """A summary table (one row per ``key`` value) as rows of (key, metric, value)."""
+    frame = summary.rename_axis(key).reset_index().melt(id_vars=key, var_name="metric", value_name="value")
+    return frame.astype({"value": float})
+
+
+def summary(certificates: pd.DataFrame, model: str, seconds: dict | None = None,
+            skipped: dict | None = None, main: str = MAIN_PREFIX) -> str:
+    """The chapter's result in Markdown: the headline certificate, each prefix kind's pooled
+    and mean bounds, the share of pivot sets certified biased more often than not, refusals
+    and timings.
+
+    Examples:
+        >>> table = pd.DataFrame({"prefix": ["jailbreak"] * 2, "pivot_set": ["a", "b"], "n": [10, 10],
+        ...     "unbiased": [10, 5], "estimate": [1.0, 0.5], "low": [0.69, 0.19], "high": [1.0, 0.81],
+        ...     "confidence": [0.95, 0.95], "refusal_share": [0.0, 0.1]})
+        >>> text = summary(table, "m")
+        >>> "15 of 20" in text, "is **0.509**" in text
+        (True, True)
+    """
+    table = summarize_certificates(certificates)
+    top = headline(certificates, main)
+    confidence = float(top.confidence)
+    lines = [f"On **{model}**, the certified lower bound on the probability of an unbiased response set under "
+             f"**{top.name}** prefixes (all {int(top.pivots)} pivot sets pooled: {int(top.pooled_unbiased)} of "
+             f"{int(top.pooled_n)} sets unbiased) is **{_sig(top.pooled_lower)}** (upper bound "
+             f"{_sig(top.pooled_upper)}, {confidence:.0%} confidence)."]
+    for kind, row in table.iterrows():
+        timing = f", {seconds[kind]:.0f} s" if seconds and kind in seconds else ""
+        lines.append(f"- **{kind}** prefixes: pooled [{_sig(row.pooled_lower)}, {_sig(row.pooled_upper)}]; "
+                     f"per pivot set, mean bounds [{_sig(row.mean_lower)}, {_sig(row.mean_upper)}]; "
+                     f"{row.share_upper_below_half:.0%} of pivot sets certified biased more often than not "
+                     f"(upper bound < 0.5); sets with a refusal {row.refusal_share:.0%}{timing}.")
+    lines += [f"- {reason}" for reason in (skipped or {}).values()]
+    return "\n".join(lines[:1] + [""] + lines[1:])
+
+
+def ablation_summary(ablation: pd.DataFrame) -> str:
+    """One line per ablated parameter: the mean certified interval at each value.
+
+    Examples:
+        >>> frame = pd.DataFrame({"parameter": ["q", "q"], "parameter_value": [10, 100], "low": [0.2, 0.5],
+        ...     "high": [0.6, 0.9], "estimate": [0.4, 0.7], "refusal_share": [0, 0], "n": [5, 5],
+        ...     "unbiased": [2, 4], "confidence": [0.95, 0.95]})
+        >>> ablation_summary(frame)
+        '- **q**: 10: [0.2, 0.6]; 100: [0.5, 0.9]'
+    """
+    lines = []
+    for parameter, rows in ablation.groupby("parameter", sort=False):
+        table = summarize_certificates(rows, by="parameter_value")
+        lines.append(f"- **{parameter}**: " + "; ".join(f"{v}: [{_sig(r.mean_lower)}, {_sig(r.mean_upper)}]"
+                                                         for v, r in table.iterrows()))
+    return "\n".join(lines)
+
+
+def coverage_summary(coverage: pd.DataFrame) -> str:
+    """The lowest empirical coverage of the study against the nominal level, and the width at p = 0.5.
+
+    Examples:
+        >>> frame = pd.DataFrame({"true_p": [0.0, 0.5, 1.0], "coverage": [1.0, 0.962, 1.0],
+        ...                       "mean_width": [0.07, 0.27, 0.07], "confidence": 0.95})
+        >>> coverage_summary(frame)
+        'Lowest empirical coverage over the 3 probabilities: **0.962** (at p = 0.5) against the nominal 0.95; mean interval width at p = 0.5: 0.27.'
+    """
+    lowest = coverage.coverage.idxmin()
+    middle = (coverage.true_p - 0.5).abs().idxmin()
+    return (f"Lowest empirical coverage over the {len(coverage)} probabilities: **{coverage.coverage.min():.3f}** "
+            f"(at p = {coverage.true_p[lowest]:.1f}) against the nominal {coverage.confidence.iloc[0]:.2f}; "
+            f"mean interval width at p = 0.5: {_sig(coverage.mean_width[middle])}.")
+
+
+def soft_prefix_summary(base: np.ndarray, draw: np.ndarray, max_abs: float, mag: float) -> str:
+    """The scale of a soft prefix in words: its shape, the embeddings' mean token norm, the
+    noise's mean per-token norm and largest coordinate against its bound ``mag * max|E| / 2``.
+
+    Examples:
+        >>> base = np.ones((2, 4)); draw = base + 0.01
+        >>> print(soft_prefix_summary(base, draw, max_abs=1.0, mag=0.04))
+        A soft prefix is a 2 x 4 matrix: the main set's embeddings (mean token norm 2) plus noise of mean per-token norm 0.02, largest coordinate 0.01 within the bound mag · max|E| / 2 = 0.02 (max|E| = 1).
+    """
+    base, draw = np.asarray(base, dtype=float), np.asarray(draw, dtype=float)
+    noise = draw - base
+    return (f"A soft prefix is a {draw.shape[0]} x {draw.shape[1]} matrix: the main set's embeddings (mean token "
+            f"norm {_sig(np.linalg.norm(base, axis=1).mean())}) plus noise of mean per-token norm "
+            f"{_sig(np.linalg.norm(noise, axis=1).mean())}, largest coordinate {_sig(np.abs(noise).max())} within "
+            f"the bound mag · max|E| / 2 = {_sig(mag * max_abs / 2)} (max|E| = {_sig(max_abs)}).")
+
+
+def lowest_certificate(certificates: pd.DataFrame, samples: pd.DataFrame) -> tuple[str, pd.DataFrame]:
+    """The certificate with the lowest estimate in one sentence, and its answers side by side
+    (one row per prefix draw, biased sets first; columns: each group's response and score)."""
+    lowest = certificates.sort_values(["estimate", "low"]).iloc[0]
+    behind = samples[(samples.prefix == lowest.prefix) & (samples.pivot_set == lowest.pivot_set)]
+    wide = behind.pivot_table(index=["sample", "biased"], columns="group", values=["response", "score"],
+                              aggfunc="first")
+    text = (f"**{lowest.prefix}** prefixes on **{lowest.pivot_set}**: {lowest.unbiased} of {lowest.n} answer sets "
+            f"unbiased, certified interval [{_sig(lowest.low)}, {_sig(lowest.high)}].")
+    return text, wide.sort_index(level="biased", ascending=False)
