@@ -186,7 +186,7 @@ def test_failing_pair_keeps_its_notebook_and_others_finish(first_run, workspace)
     executed = nbformat.read(out / model_slug(workspace["models"][1]) / "01_scores.ipynb", as_version=4)
     assert executed.cells[2].source == "Intro text.\n\n# Scores — tiny-b\n\nSome prose."
     injected = next(c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", []))
-    assert "remove-input" in injected.metadata["tags"]
+    assert "remove-cell" in injected.metadata["tags"]
     assert f"model = \"{workspace['models'][1]}\"" in injected.source and "limit = 3" in injected.source
     fragile = nbformat.read(out / model_slug(workspace["models"][0]) / "02_fragile.ipynb", as_version=4)
     assert fragile.cells[0].source == "# 02_fragile — tiny-a"

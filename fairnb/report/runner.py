@@ -67,7 +67,7 @@ def execute_notebook(source: str | Path, output: str | Path, parameters: dict | 
 
     The executed notebook is written to a temporary file first and renamed on success, so
     ``output`` exists only for a finished run; on failure the partly executed notebook is kept
-    as ``NN_name.failed.ipynb``. The injected-parameters cell is tagged ``remove-input``;
+    as ``NN_name.failed.ipynb``. The injected-parameters cell is tagged ``remove-cell``;
     ``title_suffix`` is appended to the first markdown heading (see :func:`retitle`).
     """
     import papermill
@@ -108,8 +108,8 @@ def finish_page(path: str | Path, suffix: str | None, fallback: str) -> None:
     notebook = nbformat.read(path, as_version=4)
     for cell in notebook.cells:
         tags = cell.metadata.setdefault("tags", [])
-        if "injected-parameters" in tags and "remove-input" not in tags:
-            tags.append("remove-input")
+        if "injected-parameters" in tags and "remove-cell" not in tags:
+            tags.append("remove-cell")  # the run card shows the values the page ran with
     if suffix:
         retitle(notebook, suffix, fallback)
     nbformat.write(notebook, path)
