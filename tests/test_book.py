@@ -154,7 +154,7 @@ def test_sidebar_lists_each_chapter_once_with_its_models(built_book, rendered):
 
 def test_comparison_shows_each_declared_headline_once_per_model(built_book, rendered):
     page = rendered["comparison"]
-    table = page.split("The headline numbers", 1)[1].split("</table>", 1)[0]
+    table = page.split('id="the-headline-numbers"', 1)[1].split("</table>", 1)[0]
     for chapter in built_book["chapters"]:
         for headline in chapter.headlines:
             row = re.findall(rf"<td>{re.escape(headline.label)}</td>(.*?)</tr>", table, flags=re.S)
