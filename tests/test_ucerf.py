@@ -482,8 +482,11 @@ def test_score_seeds_shares_the_intrinsic_scores_and_reorders_mcq(tiny_gpt2):
     whole = run.score_seeds(tiny_gpt2, pairs.iloc[:4], [0, 3], limit=None, tasks=["mcq"])
     orders = whole.groupby("seed")["options"].apply(lambda o: [tuple(x) for x in o])
     assert orders[0] != orders[3]
-    with pytest.raises(ValueError, match="seeds must be"):
-        run.score_seeds(tiny_gpt2, pairs, [], limit=2)
+    for bad in ([], 3, [0, 0], [0.5], "01"):
+        with pytest.raises(ValueError, match="seeds must be"):
+            run.score_seeds(tiny_gpt2, pairs, bad, limit=2)
+    with pytest.raises(ValueError, match="limit must be at least 1"):
+        run.score_seeds(tiny_gpt2, pairs, [0], limit=-3)
     with pytest.raises(ValueError, match="tasks must be"):
         run.score_seeds(tiny_gpt2, pairs, [0], limit=2, tasks=["cloze"])
 

@@ -102,8 +102,8 @@ def seed_pairs(pairs: pd.DataFrame, seeds: Sequence[int], limit: int | None) -> 
         >>> [d["pair_id"].nunique() for d in drawn.values()]
         [10, 10]
     """
-    seeds = list(seeds)
-    if not seeds or len(set(seeds)) != len(seeds):
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence) or not seeds or len(set(seeds)) != len(seeds) \
+            or not all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) for s in seeds):
         raise ValueError(f"seeds must be a non-empty list of distinct integers, not {seeds!r}.")
     return {int(s): limit_pairs(pairs, limit, seed=int(s)) for s in seeds}
 
