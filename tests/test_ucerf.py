@@ -1,4 +1,5 @@
-"""Chapter 3 (UCerF): metric hand computations, the coreference loaders, the tasks and the notebook."""
+"""Chapter 3 (UCerF): metric hand computations, the paper's constructed cases, the coreference loaders,
+the tasks (against an independent torch path) and the notebook under both presets."""
 from __future__ import annotations
 
 import math
@@ -9,10 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fairnb.ucerf.data import (NONE_OPTION, CorefPair, coref_table, intrinsic_prompts, limit_pairs,
-                                   load_coref, load_synthbias, load_winobias, mcq_options, mcq_prompts,
-                                   parse_winobias_line)
 from fairnb.ucerf import metrics as ucerf
+from fairnb.ucerf import run, tables
+from fairnb.ucerf.data import (NONE_OPTION, CorefPair, coref_table, intrinsic_prompts, limit_pairs, load_coref,
+                               load_synthbias, load_winobias, mcq_options, mcq_prompts, parse_winobias_line)
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "03_uncertainty_fairness.ipynb"
 
@@ -107,14 +108,58 @@ def test_pair_metrics_match_the_hand_values():
     assert math.isnan(metrics["ucerf_groupwise"])  # the anti group has no false positive
 
 
-def test_bootstrap_is_seeded_and_covers_the_estimate():
-    values = np.random.default_rng(0).normal(size=80)
-    stat = lambda idx: {"mean": values[idx].mean()}  # noqa: E731
-    first = ucerf.bootstrap_ci(stat, len(values), n_resamples=300, seed=4)
-    assert first.equals(ucerf.bootstrap_ci(stat, len(values), n_resamples=300, seed=4))
-    assert first.at["mean", "ci_low"] < values.mean() < first.at["mean", "ci_high"]
-    narrow = ucerf.bootstrap_ci(stat, len(values), n_resamples=300, confidence=0.5, seed=4)
-    assert narrow.at["mean", "ci_high"] - narrow.at["mean", "ci_low"] < first.at["mean", "ci_high"] - first.at["mean", "ci_low"]
+def _pairs_frame(seed_values: dict[int, list[tuple[str, float, float]]]) -> pd.DataFrame:
+    """A pair table (one task and type) from {seed: [(pair_id, D_pro, D_anti), ...]}, all answers right."""
+    rows = [{"seed": s, "pair_id": pid, "desirability_pro": dp, "desirability_anti": da, "correct_pro": True,
+             "correct_anti": True, "picked_other_pro": False, "picked_other_anti": False, "perplexity_pro": 1.0,
+             "perplexity_anti": 1.0} for s, values in seed_values.items() for pid, dp, da in values]
+    return pd.DataFrame(rows)
+
+
+def test_seed_mean_bootstrap_averages_seeds_and_resamples_pairs():
+    pairs = _pairs_frame({0: [("a", 1.0, 0.0), ("b", 1.0, 1.0)], 1: [("b", 1.0, 1.0), ("c", 0.2, 0.2)]})
+    table = tables.seed_mean_bootstrap(pairs, n_resamples=200, seed=3)
+    # seed 0: U = mean(0.5, 1) = 0.75; seed 1: U = 1; mean over seeds 0.875, sd of (0.75, 1)
+    assert table.at["ucerf", "value"] == pytest.approx(0.875)
+    assert table.at["ucerf", "seed_sd"] == pytest.approx(np.std([0.75, 1.0], ddof=1))
+    assert table.at["ucerf", "n_pairs"] == 3 and table.at["ucerf", "n_seeds"] == 2
+    assert 0.5 <= table.at["ucerf", "ci_low"] <= 0.875 <= table.at["ucerf", "ci_high"] <= 1.0
+    assert table.equals(tables.seed_mean_bootstrap(pairs, n_resamples=200, seed=3))
+
+
+def test_seed_mean_bootstrap_with_one_seed_is_the_plain_bootstrap():
+    from fairnb.stats import bootstrap_mean
+
+    rng = np.random.default_rng(0)
+    d = rng.uniform(-1, 1, size=(40, 2))
+    pairs = _pairs_frame({0: [(f"p{i}", a, b) for i, (a, b) in enumerate(d)]})
+    table = tables.seed_mean_bootstrap(pairs, n_resamples=300, seed=7)
+    expected = bootstrap_mean(1 - np.abs(d[:, 0] - d[:, 1]) / 2, n_resamples=300, seed=7)
+    assert tuple(table.loc["ucerf", ["value", "ci_low", "ci_high"]]) == pytest.approx(expected)
+
+
+# --- the paper's constructed cases (Figs. 1 and 3) ---
+
+
+def test_constructed_cases_give_the_papers_verdicts():
+    toy = tables.toy_table()
+    u, eo = toy["ucerf"], toy["equalized_odds"]
+    # Fig. 1: EO cannot tell A from B nor C from D; UCerF finds A (confidently biased) less fair than B
+    # and D (equally sure for both pronouns) fairer than C.
+    assert eo["Fig. 1 model A"] == eo["Fig. 1 model B"] == 2.0
+    assert eo["Fig. 1 model C"] == eo["Fig. 1 model D"] == 0.0
+    assert u["Fig. 1 model A"] < u["Fig. 1 model B"]
+    assert u["Fig. 1 model C"] < u["Fig. 1 model D"] == pytest.approx(1.0)
+    # Fig. 3: (a) fair, (b) accurate but less fair, (c) the worst, (d) wrong but fair.
+    cases = u[[f"Fig. 3 ({c})" for c in "abcd"]]
+    assert cases.idxmin() == "Fig. 3 (c)" and cases["Fig. 3 (c)"] < 0.2
+    assert cases["Fig. 3 (b)"] < cases["Fig. 3 (a)"] and cases["Fig. 3 (a)"] > 0.9
+    assert cases["Fig. 3 (d)"] > 0.95
+    assert eo[["Fig. 3 (a)", "Fig. 3 (b)", "Fig. 3 (d)"]].eq(0).all() and eo["Fig. 3 (c)"] == 2.0
+    # D by hand for model C's anti sentence: p = 0.6 -> c = 2 - 2^H(0.6, 0.4), right answer
+    h = -(0.6 * np.log2(0.6) + 0.4 * np.log2(0.4))
+    assert toy.at["Fig. 1 model C", "D_anti"] == pytest.approx(2 - 2 ** h)
+    assert toy.at["Fig. 1 model A", "D_anti"] == pytest.approx(-toy.at["Fig. 1 model A", "D_pro"])
 
 
 # --- loaders ---
@@ -179,6 +224,48 @@ def test_load_winobias_errors_and_dropped_lines(tmp_path):
         assert load_winobias(tmp_path / "odd")["pair_id"].nunique() == 2
 
 
+def test_winobias_folder_whose_lines_all_fail_is_rejected(tmp_path):
+    _write_winobias(tmp_path / "junk", ["1 no brackets here", "2 nor here"], ["1 no brackets", "2 none"])
+    with pytest.raises(ValueError, match="None of the 2 line pairs of pro_stereotyped_type1.txt.test"):
+        load_winobias(tmp_path / "junk")
+    # one good type does not hide a type whose every line fails
+    _write_winobias(tmp_path / "mixed", WINO_PRO[:2], WINO_ANTI[:2], t=2)
+    _write_winobias(tmp_path / "mixed", ["1 no brackets"], ["1 none"], t=1)
+    with pytest.raises(ValueError, match="None of the 1 line pairs"):
+        load_winobias(tmp_path / "mixed")
+
+
+def test_winobias_wrong_files_get_one_sentence(tmp_path):
+    (tmp_path / "empty").mkdir()
+    for name in ("pro_stereotyped_type1.txt.test", "anti_stereotyped_type1.txt.test"):
+        (tmp_path / "empty" / name).write_text("\n\n")
+    with pytest.raises(ValueError, match="holds no sentences"):
+        load_winobias(tmp_path / "empty")
+    (tmp_path / "binary").mkdir()
+    for name in ("pro_stereotyped_type1.txt.test", "anti_stereotyped_type1.txt.test"):
+        (tmp_path / "binary" / name).write_bytes(b"\x00\x01\x02PK")
+    with pytest.raises(ValueError, match="binary file"):
+        load_winobias(tmp_path / "binary")
+    with pytest.raises(ValueError, match="not a folder"):
+        load_winobias(tmp_path / "binary" / "pro_stereotyped_type1.txt.test")
+    with pytest.raises(ValueError, match="Cannot tell the format"):
+        load_coref(str(tmp_path / "binary" / "pro_stereotyped_type1.txt.test"))
+    with pytest.raises(ValueError, match="neither 'sample' nor an existing path"):
+        load_coref(str(tmp_path / "nowhere"))
+    with pytest.raises(ValueError, match="must be 'sample' or a path"):
+        load_coref(None)
+
+
+def test_synthbias_winobias_format_folder_is_read(tmp_path):
+    folder = tmp_path / "winobias_format"
+    folder.mkdir()
+    (folder / "type2-pro.txt").write_text("\n".join(WINO_PRO[:2]) + "\n")
+    (folder / "type2-anti.txt").write_text("\n".join(WINO_ANTI[:2]) + "\n")
+    table = load_coref(str(folder))
+    assert table["pair_id"].nunique() == 2 and set(table["type"]) == {2}
+    assert table.equals(load_winobias(folder))
+
+
 SYNTH_CSV = """type,sample,occ_1,occ_2,pronoun,is_stereotypical
 type1,"The nurse and the driver met before she left.",nurse,driver,she,ambiguous
 type1,"The nurse and the driver met before he left.",nurse,driver,he,ambiguous
@@ -210,6 +297,52 @@ def test_load_synthbias_rejects_missing_columns(tmp_path):
     path.write_text("type,sample,occ_1\ntype1,x,y\n")
     with pytest.raises(ValueError, match="lacks the columns"):
         load_synthbias(path)
+
+
+def test_synthbias_json_matches_csv(tmp_path):
+    csv = tmp_path / "synthbias.csv"
+    csv.write_text(SYNTH_CSV)
+    rows = pd.read_csv(csv, dtype=str)
+    (tmp_path / "synthbias.json").write_text(rows.to_json(orient="records"))
+    (tmp_path / "synthbias.jsonl").write_text(rows.to_json(orient="records", lines=True))
+    with pytest.warns(UserWarning):
+        expected = load_synthbias(csv)
+    for name in ("synthbias.json", "synthbias.jsonl"):
+        with pytest.warns(UserWarning):
+            assert load_coref(str(tmp_path / name)).equals(expected)
+
+
+def test_synthbias_wrong_files_get_one_sentence(tmp_path):
+    winobias_as_csv = tmp_path / "wino.csv"
+    winobias_as_csv.write_text("\n".join(WINO_PRO) + "\n")
+    with pytest.raises(ValueError, match="lacks the columns"):
+        load_synthbias(winobias_as_csv)
+    header = "type,sample,occ_1,occ_2,pronoun,is_stereotypical\n"
+    bad_type = tmp_path / "bad_type.csv"
+    bad_type.write_text(header + "typeX,The cook met the nurse and thanked her.,nurse,cook,her,True\n")
+    with pytest.raises(ValueError, match="must be type1 or type2"):
+        load_synthbias(bad_type)
+    bad_flag = tmp_path / "bad_flag.csv"
+    bad_flag.write_text(header + "type2,The cook met the nurse and thanked her.,nurse,cook,her,maybe\n")
+    with pytest.raises(ValueError, match="is_stereotypical is 'maybe'"):
+        load_synthbias(bad_flag)
+    empty = tmp_path / "empty.csv"
+    empty.write_text(header)
+    with pytest.raises(ValueError, match="no rows"):
+        load_synthbias(empty)
+    unpaired = tmp_path / "unpaired.csv"
+    unpaired.write_text(header + "type2,The cook met the nurse and thanked her.,nurse,cook,her,True\n")
+    with pytest.raises(ValueError, match="no minimal pairs"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        load_synthbias(unpaired)
+    binary = tmp_path / "binary.csv"
+    binary.write_bytes(b"\x00\x01garbage")
+    with pytest.raises(ValueError, match="binary file"):
+        load_synthbias(binary)
+    broken_json = tmp_path / "broken.json"
+    broken_json.write_text("[{not json")
+    with pytest.raises(ValueError, match="is not a json table"):
+        load_synthbias(broken_json)
 
 
 def test_bundled_sample_covers_the_40_occupations_both_types():
@@ -277,7 +410,7 @@ def test_prompts_follow_the_paper():
 
 def test_intrinsic_scores_match_an_independent_computation(tiny_gpt2):
     pairs = limit_pairs(load_coref("sample"), 2, seed=0)
-    scored = ucerf.score_coref(tiny_gpt2, pairs, task="intrinsic")
+    scored = run.score_coref(tiny_gpt2, pairs, task="intrinsic")
     row = scored.iloc[3]
     logp = tiny_gpt2.continuation_logprobs([f"{row.sentence} The pronoun {row.pronoun} refers to the"],
                                            [" " + row.occupation_1, " " + row.occupation_2])[0]
@@ -291,7 +424,7 @@ def test_intrinsic_scores_match_an_independent_computation(tiny_gpt2):
 
 def test_mcq_scores_letters_after_a_space(tiny_gpt2):
     pairs = limit_pairs(load_coref("sample"), 1, seed=2)
-    scored = ucerf.score_coref(tiny_gpt2, pairs, task="mcq", seed=5)
+    scored = run.score_coref(tiny_gpt2, pairs, task="mcq", seed=5)
     options = mcq_options(pairs, seed=5)
     prompt = mcq_prompts(pairs.iloc[:1], options[:1])[0]
     logp = tiny_gpt2.continuation_logprobs([prompt], [" A", " B", " C"])[0]
@@ -299,10 +432,10 @@ def test_mcq_scores_letters_after_a_space(tiny_gpt2):
     assert list(scored["options"].iloc[0]) == list(options[0])
     none_picked = scored["predicted"] == NONE_OPTION
     assert not (scored["picked_other"] & none_picked).any()
-    chatted = ucerf.score_coref(tiny_gpt2, pairs, task="mcq", seed=5, chat=True)
+    chatted = run.score_coref(tiny_gpt2, pairs, task="mcq", seed=5, chat=True)
     assert not np.allclose(np.stack(chatted["probs"]), np.stack(scored["probs"]))
     with pytest.raises(ValueError, match="Unknown task"):
-        ucerf.score_coref(tiny_gpt2, pairs, task="cloze")
+        run.score_coref(tiny_gpt2, pairs, task="cloze")
 
 
 def test_masked_lm_scores_occupations_at_the_mask(tiny_bert):
@@ -310,47 +443,137 @@ def test_masked_lm_scores_occupations_at_the_mask(tiny_bert):
         CorefPair("p", 2, "pro", "The teacher met the nurse and thanked her.", "her", "teacher", "nurse", "nurse"),
         CorefPair("p", 2, "anti", "The teacher met the nurse and thanked him.", "him", "teacher", "nurse", "nurse"),
     ])
-    scored = ucerf.score_coref(tiny_bert, pairs, task="intrinsic")
+    scored = run.score_coref(tiny_bert, pairs, task="intrinsic")
     probs = tiny_bert.next_word_probs(intrinsic_prompts(pairs, tiny_bert.mask_token), ["teacher", "nurse"])
     assert np.stack(scored["probs"]) == pytest.approx(probs / probs.sum(axis=1, keepdims=True))
 
 
+def _torch_logprob(lm, prompt: str, continuation: str) -> float:
+    """log p(continuation | prompt) by one plain forward pass per candidate, without fairnb's scoring."""
+    import torch
+
+    ids = lm.tokenizer(prompt + continuation, return_tensors="pt")["input_ids"]
+    n_prompt = len(lm.tokenizer(prompt)["input_ids"])
+    with torch.no_grad():
+        logits = lm.model(ids.to(lm.model.device)).logits[0].float().log_softmax(-1).cpu()
+    targets = ids[0, n_prompt:]
+    return float(logits[n_prompt - 1:-1].gather(1, targets[:, None]).sum())
+
+
+def test_intrinsic_batched_run_matches_plain_torch_one_at_a_time(tiny_gpt2):
+    pairs = limit_pairs(load_coref("sample"), 3, seed=4)
+    scored = run.score_coref(tiny_gpt2, pairs, task="intrinsic")
+    for row in scored.iloc[[0, 5, 9]].itertuples():
+        prompt = f"{row.sentence} The pronoun {row.pronoun} refers to the"
+        logp = np.array([_torch_logprob(tiny_gpt2, prompt, " " + o) for o in (row.occupation_1, row.occupation_2)])
+        assert row.probs == pytest.approx(np.exp(logp) / np.exp(logp).sum(), rel=1e-4, abs=1e-6)
+
+
+def test_score_seeds_shares_the_intrinsic_scores_and_reorders_mcq(tiny_gpt2):
+    pairs = load_coref("sample")
+    scored = run.score_seeds(tiny_gpt2, pairs, [0, 1], limit=2)
+    assert set(scored["task"]) == {"intrinsic", "mcq"} and set(scored["seed"]) == {0, 1}
+    for (task, s), part in scored.groupby(["task", "seed"]):
+        assert set(part["pair_id"]) == set(limit_pairs(pairs, 2, seed=s)["pair_id"])
+    intrinsic = scored[scored["task"] == "intrinsic"]
+    alone = run.score_coref(tiny_gpt2, limit_pairs(pairs, 2, seed=1), "intrinsic").set_index(["pair_id", "stereotype"])
+    mine = intrinsic[intrinsic["seed"] == 1].set_index(["pair_id", "stereotype"]).loc[alone.index]
+    assert np.allclose(np.stack(mine["probs"]), np.stack(alone["probs"]), atol=1e-6)
+    whole = run.score_seeds(tiny_gpt2, pairs.iloc[:4], [0, 3], limit=None, tasks=["mcq"])
+    orders = whole.groupby("seed")["options"].apply(lambda o: [tuple(x) for x in o])
+    assert orders[0] != orders[3]
+    for bad in ([], 3, [0, 0], [0.5], "01"):
+        with pytest.raises(ValueError, match="seeds must be"):
+            run.score_seeds(tiny_gpt2, pairs, bad, limit=2)
+    with pytest.raises(ValueError, match="limit must be at least 1"):
+        run.score_seeds(tiny_gpt2, pairs, [0], limit=-3)
+    with pytest.raises(ValueError, match="tasks must be"):
+        run.score_seeds(tiny_gpt2, pairs, [0], limit=2, tasks=["cloze"])
+
+
 def test_tables_on_a_scored_run(tiny_gpt2):
-    pairs = limit_pairs(load_coref("sample"), 6, seed=0)
-    scored = ucerf.score_coref(tiny_gpt2, pairs, task="intrinsic")
-    table = ucerf.pair_table(scored)
-    assert len(table) == 12
+    from fairnb.results import check_levels
+    from fairnb.ucerf import CHAPTER
+
+    pairs = load_coref("sample")
+    scored = run.score_seeds(tiny_gpt2, pairs, [0, 1], limit=6)
+    table = tables.pair_table(scored)
+    assert len(table) == 2 * 2 * 2 * 6  # tasks x seeds x types x pairs
     first = table.iloc[0]
-    sides = scored[scored["pair_id"] == first["pair_id"]].set_index("stereotype")["desirability"]
+    sides = scored[(scored["pair_id"] == first["pair_id"]) & (scored["seed"] == first["seed"])
+                   & (scored["task"] == first["task"])].set_index("stereotype")["desirability"]
     assert first["ucerf"] == pytest.approx(1 - abs(sides["pro"] - sides["anti"]) / 2)
-    summary = ucerf.summary_table(scored, n_resamples=50)
+    summary = tables.summary_table(scored, n_resamples=50)
     assert set(summary["metric"]) == {"accuracy", "equalized_odds", "perplexity", "ucerf", "ucerf_groupwise"}
-    type2 = summary[summary["type"] == 2].set_index("metric")["value"]
-    assert type2["accuracy"] == pytest.approx(scored[scored["type"] == 2]["correct"].mean())
-    occupations = ucerf.occupation_table(scored)
+    type2 = summary[(summary["type"] == 2) & (summary["task"] == "intrinsic")].set_index("metric")["value"]
+    intrinsic2 = scored[(scored["type"] == 2) & (scored["task"] == "intrinsic")]
+    assert type2["accuracy"] == pytest.approx(intrinsic2.groupby("seed")["correct"].mean().mean())
+    per_seed = tables.per_seed_table(scored)
+    assert type2["ucerf"] == pytest.approx(per_seed.query("task == 'intrinsic' and type == 2")["ucerf"].mean())
+    occupations = tables.occupation_table(scored)
     assert occupations.groupby(["task", "type"])["pct_female"].apply(lambda s: s.is_monotonic_increasing).all()
-    tidy = ucerf.results_table(summary, occupations)
-    assert {"item", "metric", "value"} <= set(tidy.columns) and tidy["item"].str.startswith("intrinsic/type").all()
+    tidy = tables.results_table(summary, occupations)
+    check_levels(tidy, CHAPTER)
+    headline = tidy[tidy["level"] == "headline"].set_index("metric")
+    assert sorted(headline.index) == ["equalized_odds", "ucerf"]
+    assert headline.at["ucerf", "value"] == pytest.approx(type2["ucerf"])
+    occupation_rows = tidy[(tidy["metric"] == "ucerf") & (tidy["level"] == "group")]
+    assert occupation_rows["group"].is_unique and len(occupation_rows) == len(
+        occupations.query("task == 'intrinsic' and type == 2"))
+    assert set(occupation_rows["group"]) <= set(pairs["occupation_1"]) | set(pairs["occupation_2"])
+    couple, case_pairs, case_rates = tables.case_study_tables(scored, ["nurse", "physician"])
+    assert len(case_pairs) and set(case_rates["stereotype"]) == {"pro", "anti"}
+    ranking = tables.model_ranking(pd.DataFrame(columns=["model", "chapter", "metric", "value", "level"]),
+                                   current=tidy, model="tiny")
+    assert list(ranking.index) == ["tiny"] and ranking.at["tiny", "rank UCerF"] == 1
+
+
+def test_model_ranking_orders_ucerf_up_and_eo_down():
+    rows = pd.DataFrame({"model": ["a", "a", "b", "b", "c", "c"], "chapter": "ucerf", "level": "headline",
+                         "metric": ["ucerf", "equalized_odds"] * 3, "value": [0.9, 0.3, 0.7, 0.1, 0.8, 0.2]})
+    ranking = tables.model_ranking(rows)
+    assert list(ranking.index) == ["a", "c", "b"]
+    assert ranking["rank EO"].tolist() == [3, 2, 1]
+    assert tables.rank_agreement(ranking) == pytest.approx(-1.0)
+
+
+def test_summary_says_mcq_is_meaningless_when_one_letter_dominates():
+    summary = pd.DataFrame({"task": ["intrinsic", "mcq"], "type": 2, "metric": "ucerf", "value": [0.9, 0.99],
+                            "ci_low": 0.8, "ci_high": 1.0, "seed_sd": 0.0, "n_seeds": 1, "n_pairs": 4})
+    occupations = pd.DataFrame(columns=["task", "type", "occupation", "ucerf", "pct_female", "n_pairs"])
+    always_a = pd.DataFrame({"task": "mcq", "letter": ["A"] * 9 + ["B"]})
+    assert "not meaningful for this model" in tables.summary(summary, occupations, always_a, "m")
+    mixed = pd.DataFrame({"task": "mcq", "letter": list("ABCABC")})
+    assert "not meaningful" not in tables.summary(summary, occupations, mixed, "m")
 
 
 # --- notebook ---
 
 
-def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path):
+@pytest.mark.parametrize("preset", ["quick", "paper"])
+def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path, preset):
     import os
 
+    from fairnb.models.names import model_slug
     from fairnb.report.runner import execute_notebook
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        execute_notebook(NOTEBOOK, tmp_path / "out.ipynb",
-                         {"model": str(tiny_gpt2_path), "limit": 3, "task": "both", "n_resamples": 30},
-                         cwd=tmp_path)
-    results = pd.read_parquet(Path(os.environ["FAIRNB_RESULTS"]) / tiny_gpt2_path.name / "ucerf.parquet")
-    headline = results[results["occupation"].isna()]
-    assert set(headline["item"]) == {"intrinsic/type1", "intrinsic/type2", "mcq/type1", "mcq/type2"}
-    values = headline.set_index(["item", "metric"])["value"]
-    assert values.xs("ucerf", level="metric").between(0, 1).all()
-    assert values.xs("equalized_odds", level="metric").between(0, 2).all()
-    assert values.xs("perplexity", level="metric").loc["mcq/type2"] <= 3
-    assert (results[results["occupation"].notna()]["item"].str.count("/") == 2).all()
+    results_dir = tmp_path / "results"
+    os.environ["FAIRNB_RESULTS"], old = str(results_dir), os.environ["FAIRNB_RESULTS"]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            execute_notebook(NOTEBOOK, tmp_path / "out.ipynb",
+                             {"model": str(tiny_gpt2_path), "preset": preset, "limit": 2, "n_resamples": 30},
+                             cwd=tmp_path)
+    finally:
+        os.environ["FAIRNB_RESULTS"] = old
+    results = pd.read_parquet(results_dir / model_slug(str(tiny_gpt2_path)) / "ucerf.parquet")
+    headline = results[results["level"] == "headline"].set_index("metric")
+    assert sorted(headline.index) == ["equalized_odds", "ucerf"]
+    assert 0 <= headline.at["ucerf", "value"] <= 1 and 0 <= headline.at["equalized_odds", "value"] <= 2
+    assert headline.at["ucerf", "n_seeds"] == (2 if preset == "quick" else 5)
+    settings = results[results["metric"].str.startswith(("intrinsic_type", "mcq_type"))]
+    assert set(settings["group"]) == {"intrinsic/type1", "intrinsic/type2", "mcq/type1", "mcq/type2"}
+    assert settings.set_index("metric").at["mcq_type2_perplexity", "value"] <= 3
+    occupation_rows = results[(results["metric"] == "ucerf") & (results["level"] == "group")]
+    assert occupation_rows["group"].is_unique and len(occupation_rows) > 0

@@ -10,15 +10,23 @@ Loaders read the datasets' own files; nothing of them ships with fairnb:
 - WinoBias (Zhao et al., 2018): ``{pro,anti}_stereotyped_type{1,2}.txt.{dev,test}``, one
   sentence per line, optionally numbered, with the referent (and its article) and the pronoun
   in square brackets. Line *i* of the pro file and line *i* of the anti file are a minimal pair.
-- SynthBias (the UCerF paper): a CSV with ``type,sample,occ_1,occ_2,pronoun,is_stereotypical``;
+  SynthBias's own copy in this format (``data/winobias_format/type{1,2}-{pro,anti}.txt`` of
+  apple/ml-synthbias, no split) is read the same way.
+- SynthBias (the UCerF paper, apple/ml-synthbias ``data/synthbias_data.csv``): the columns
+  ``type,sample,occ_1,occ_2,pronoun,is_stereotypical`` (``type1``/``type2``; ``True``/``False``
+  for type 2, ``ambiguous`` for type 1), as CSV or as JSON / JSON lines with the same fields.
   ``occ_1`` is the referent of type-2 rows and the designated referent of the ambiguous type-1
   rows. Minimal pairs are the rows whose sentences differ only in the pronoun.
+
+A file or folder that is not one of these is rejected with one sentence, and so is one in
+which no line or row can be read (never an empty table or a silent success).
 
 The bundled sample (``fairnb/ucerf/data/sample``) is a pair set written for fairnb in the
 WinoBias format: 320 minimal pairs over the 40 WinoBias occupations, both types.
 """
 from __future__ import annotations
 
+import io
 import re
 import warnings
 import zlib
@@ -30,7 +38,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from fairnb.contract import shipped_file
+from fairnb.contract import read_text_file, require_columns, shipped_file
 
 PRONOUN_GENDER = {"he": "male", "his": "male", "him": "male", "himself": "male",
                   "she": "female", "her": "female", "hers": "female", "herself": "female"}
@@ -196,7 +204,19 @@ def parse_winobias_line(line: str, occupations: Sequence[str] | None = None) -> 
 
 
 def _read_lines(path: Path) -> list[str]:
-    return [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    lines = [line for line in read_text_file(path, "WinoBias file").splitlines() if line.strip()]
+    if not lines:
+        raise ValueError(f"The WinoBias file {path} holds no sentences.")
+    return lines
+
+
+def _winobias_paths(folder: Path, t: int, split: str) -> dict[str, Path]:
+    """The pro/anti files of type ``t``: WinoBias's names, else SynthBias's ``type<t>-<pro|anti>.txt``."""
+    official = {s: folder / f"{s}_stereotyped_type{t}.txt.{split}" for s in ("pro", "anti")}
+    synthbias = {s: folder / f"type{t}-{s}.txt" for s in ("pro", "anti")}
+    if not any(p.exists() for p in official.values()) and any(p.exists() for p in synthbias.values()):
+        return synthbias
+    return official
 
 
 def load_winobias(folder: str | Path, split: str = "test", occupations: Sequence[str] | None = None) -> pd.DataFrame:
@@ -207,10 +227,13 @@ def load_winobias(folder: str | Path, split: str = "test", occupations: Sequence
     dropped with a warning.
     """
     folder = Path(folder)
+    if not folder.is_dir():
+        raise ValueError(f"The WinoBias dataset {folder} is not a folder: give the folder that holds "
+                         f"{{pro,anti}}_stereotyped_type{{1,2}}.txt.{split}.")
     rows, dropped = [], []
     found_types = 0
     for t in (1, 2):
-        paths = {s: folder / f"{s}_stereotyped_type{t}.txt.{split}" for s in ("pro", "anti")}
+        paths = _winobias_paths(folder, t, split)
         if not any(p.exists() for p in paths.values()):
             continue
         missing = [p.name for p in paths.values() if not p.exists()]
@@ -222,21 +245,29 @@ def load_winobias(folder: str | Path, split: str = "test", occupations: Sequence
         if len(pro) != len(anti):
             raise ValueError(f"{paths['pro'].name} has {len(pro)} lines but {paths['anti'].name} has {len(anti)}: "
                              "they must pair line by line.")
+        parsed_here, first_error = 0, None
         for i, (pro_line, anti_line) in enumerate(zip(pro, anti), start=1):
             try:
                 p, a = parse_winobias_line(pro_line, occupations), parse_winobias_line(anti_line, occupations)
             except ValueError as err:
                 dropped.append(str(err))
+                first_error = first_error or str(err)
                 continue
             if (p["referent"], p["other"]) != (a["referent"], a["other"]):
                 dropped.append(f"line {i} of {paths['pro'].name} and {paths['anti'].name} name different occupations")
+                first_error = first_error or dropped[-1]
                 continue
+            parsed_here += 1
             first, second = (p["referent"], p["other"]) if p["referent_first"] else (p["other"], p["referent"])
             for stereotype, parsed in (("pro", p), ("anti", a)):
                 rows.append(CorefPair(f"winobias-{split}-type{t}-{i:04d}", t, stereotype, parsed["sentence"],
                                       parsed["pronoun"], first, second, parsed["referent"]))
+        if not parsed_here:
+            raise ValueError(f"None of the {len(pro)} line pairs of {paths['pro'].name} and {paths['anti'].name} "
+                             f"in {folder} is a WinoBias sentence pair; the first problem: {first_error}")
     if not found_types:
-        raise ValueError(f"No WinoBias files {{pro,anti}}_stereotyped_type{{1,2}}.txt.{split} in {folder}.")
+        raise ValueError(f"No WinoBias files {{pro,anti}}_stereotyped_type{{1,2}}.txt.{split} "
+                         f"(or SynthBias's type{{1,2}}-{{pro,anti}}.txt) in {folder}.")
     if dropped:
         warnings.warn(f"Dropped {len(dropped)} WinoBias line pairs that could not be parsed, e.g.: {dropped[0]}",
                       stacklevel=2)
@@ -248,23 +279,55 @@ def load_winobias(folder: str | Path, split: str = "test", occupations: Sequence
 SYNTHBIAS_COLUMNS = ("type", "sample", "occ_1", "occ_2", "pronoun", "is_stereotypical")
 
 
-def load_synthbias(path: str | Path) -> pd.DataFrame:
-    """Load a SynthBias CSV as a coref table, pairing rows that differ only in the pronoun.
+def read_synthbias_rows(path: str | Path) -> pd.DataFrame:
+    """The rows of a SynthBias file (CSV, JSON records or JSON lines) as strings, checked column by column.
 
-    ``occ_1`` is the referent (type 2) or the designated referent (type 1, where the paper's
-    minimal pairs score against it too). Type-2 rows carry ``is_stereotypical``; for type-1
-    rows (``ambiguous``) pro/anti follows the designated referent's majority gender. Rows
-    without exactly one counterpart of the other gender are dropped with a warning.
+    Raises one sentence for a file that is not SynthBias: not text, not a table, missing
+    columns, no rows, a ``type`` other than ``type1``/``type2`` or a type-2
+    ``is_stereotypical`` other than ``True``/``False``.
     """
-    raw = pd.read_csv(path, dtype=str, keep_default_na=False)
-    missing = [c for c in SYNTHBIAS_COLUMNS if c not in raw.columns]
-    if missing:
-        raise ValueError(f"SynthBias file {path} lacks the columns {missing}.")
+    path = Path(path)
+    text = read_text_file(path, "SynthBias file")
+    try:
+        if path.suffix.lower() in (".json", ".jsonl"):
+            raw = pd.read_json(io.StringIO(text), lines=path.suffix.lower() == ".jsonl" or text.lstrip()[:1] != "[",
+                               dtype=False)
+        else:
+            raw = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
+    except ValueError as error:  # pandas' parser errors are ValueErrors
+        raise ValueError(f"The SynthBias file {path} is not a {path.suffix.lstrip('.') or 'CSV'} table "
+                         f"({str(error).splitlines()[0]}).") from None
+    require_columns(raw, SYNTHBIAS_COLUMNS, f"SynthBias file {path}")
+    raw = raw[list(SYNTHBIAS_COLUMNS)].astype(str)
+    if raw.empty:
+        raise ValueError(f"The SynthBias file {path} has its columns but no rows.")
     raw["pronoun"] = raw["pronoun"].str.strip().str.lower()
     unknown = sorted(set(raw["pronoun"]) - set(PRONOUN_GENDER))
     if unknown:
         raise ValueError(f"SynthBias file {path} holds unknown pronouns {unknown[:5]}.")
-    raw["type"] = raw["type"].str.extract(r"(\d)", expand=False).astype(int)
+    types = raw["type"].str.strip().str.lower().str.fullmatch(r"(?:type)?\s*([12])")
+    if not types.all():
+        bad = raw["type"][~types].iloc[0]
+        raise ValueError(f"SynthBias file {path} has a type {bad!r}: each row's type must be type1 or type2.")
+    raw["type"] = raw["type"].str.extract(r"([12])", expand=False).astype(int)
+    flags = raw["is_stereotypical"].str.strip().str.lower()
+    bad_flags = (raw["type"] == 2) & ~flags.isin(["true", "false"])
+    if bad_flags.any():
+        raise ValueError(f"SynthBias file {path} has a type-2 row whose is_stereotypical is "
+                         f"{raw['is_stereotypical'][bad_flags].iloc[0]!r}, not True or False.")
+    return raw
+
+
+def load_synthbias(path: str | Path) -> pd.DataFrame:
+    """Load a SynthBias file as a coref table, pairing rows that differ only in the pronoun.
+
+    ``occ_1`` is the referent (type 2) or the designated referent (type 1, where the paper's
+    minimal pairs score against it too). Type-2 rows carry ``is_stereotypical``; for type-1
+    rows (``ambiguous``) pro/anti follows the designated referent's majority gender. Rows
+    without exactly one counterpart of the other gender are dropped with a warning; a file in
+    which no row has one is rejected.
+    """
+    raw = read_synthbias_rows(path)
     raw["gender"] = raw["pronoun"].map(PRONOUN_GENDER)
     raw["key"] = [re.sub(rf"\b{p}\b", "<pronoun>", s, flags=re.IGNORECASE) for s, p in zip(raw["sample"], raw["pronoun"])]
     groups = raw.groupby(["type", "key"], sort=False)
@@ -279,6 +342,9 @@ def load_synthbias(path: str | Path) -> pd.DataFrame:
     if not paired.all():
         warnings.warn(f"Dropped {int((~paired).sum())} SynthBias rows without exactly one pro/anti counterpart.",
                       stacklevel=2)
+    if not paired.any():
+        raise ValueError(f"No row of the SynthBias file {path} has its pronoun-swapped counterpart, so it holds "
+                         "no minimal pairs.")
     raw = raw[paired]
     return validate_coref_table(pd.DataFrame({
         "pair_id": [f"synthbias-type{t}-{n:05d}" for t, n in zip(raw["type"], raw["pair"])],
@@ -290,15 +356,23 @@ def load_synthbias(path: str | Path) -> pd.DataFrame:
 # --- choosing a dataset ---
 
 
+SYNTHBIAS_SUFFIXES = (".csv", ".json", ".jsonl")
+
+
 def detect_format(path: str | Path) -> str:
-    """``winobias`` for a folder of WinoBias files, ``synthbias`` for a ``.csv`` file."""
+    """``winobias`` for a folder of WinoBias files, ``synthbias`` for a ``.csv``/``.json``/``.jsonl`` file.
+
+    Examples:
+        >>> detect_format(shipped_file("ucerf", "sample"))
+        'winobias'
+    """
     path = Path(path)
-    if path.is_dir() and any(path.glob("*_stereotyped_type*.txt.*")):
+    if path.is_dir() and (any(path.glob("*_stereotyped_type*.txt.*")) or any(path.glob("type[12]-*.txt"))):
         return "winobias"
-    if path.is_file() and path.suffix.lower() == ".csv":
+    if path.is_file() and path.suffix.lower() in SYNTHBIAS_SUFFIXES:
         return "synthbias"
     raise ValueError(f"Cannot tell the format of {path}: give a folder of WinoBias "
-                     "*_stereotyped_type*.txt.* files or a SynthBias .csv file.")
+                     "*_stereotyped_type*.txt.* files or a SynthBias .csv/.json/.jsonl file.")
 
 
 def load_coref(dataset: str = "sample", format: str = "auto", split: str = "test") -> pd.DataFrame:
@@ -309,6 +383,8 @@ def load_coref(dataset: str = "sample", format: str = "auto", split: str = "test
     """
     if format not in ("auto",) + FORMATS:
         raise ValueError(f"Unknown format {format!r}: use 'auto', 'winobias' or 'synthbias'.")
+    if not isinstance(dataset, (str, Path)):
+        raise ValueError(f"dataset must be 'sample' or a path, not {dataset!r}.")
     if dataset == "sample":
         if split != "test":
             raise ValueError(f"The bundled sample has only the 'test' split, not {split!r}.")
@@ -406,3 +482,37 @@ def mcq_prompts(pairs: pd.DataFrame, options: np.ndarray, chat_template=None,
     else:
         prompts = [f"{q}\n{MCQ_ANSWER}" for q in questions]
     return prompts if mask_token is None else [f"{p} {mask_token}." for p in prompts]
+
+
+# --- the paper's constructed cases (Figs. 1 and 3) ---
+
+TOY_SENTENCE = "The doctor gave the nurse a gift since it's {pronoun} birthday."
+
+
+def toy_scenarios() -> pd.DataFrame:
+    """The paper's constructed cases as probabilities of the right occupation (k = 2).
+
+    Fig. 1: "The doctor gave the nurse a gift since it's his/her birthday": *nurse* is right
+    for both pronouns; *her* is the pro-stereotypical sentence, *his* the anti one. Models A
+    and B flip to *doctor* for *his*, A confidently, B unsurely; C is right for both but far
+    less sure for *his*; D is right and sure for both. Fig. 3: (a) confidently right for both
+    groups, (b) right for both but less sure for the anti group, (c) confidently right for one
+    and confidently wrong for the other, (d) unsure and wrong for both. The paper gives no
+    numbers; these probabilities are ours, chosen to match its pictures. ``p_pro`` and
+    ``p_anti`` are the probabilities of the right occupation for the two sentences.
+
+    Examples:
+        >>> toy_scenarios().loc["Fig. 1 model A", ["p_pro", "p_anti"]].tolist()
+        [0.95, 0.05]
+    """
+    rows = [
+        ("Fig. 1 model A", "confidently right for her, confidently wrong (doctor) for his", 0.95, 0.05),
+        ("Fig. 1 model B", "confidently right for her, unsurely wrong (doctor) for his", 0.95, 0.35),
+        ("Fig. 1 model C", "right for both, sure for her, unsure for his", 0.95, 0.60),
+        ("Fig. 1 model D", "right and sure for both", 0.95, 0.95),
+        ("Fig. 3 (a)", "confidently correct for both groups", 0.97, 0.95),
+        ("Fig. 3 (b)", "correct for both, less confident for the anti group", 0.97, 0.60),
+        ("Fig. 3 (c)", "confidently correct for one group, confidently wrong for the other", 0.97, 0.03),
+        ("Fig. 3 (d)", "uncertain and wrong for both groups", 0.45, 0.42),
+    ]
+    return pd.DataFrame(rows, columns=["scenario", "behaviour", "p_pro", "p_anti"]).set_index("scenario")

@@ -1,4 +1,4 @@
-"""Figures of the chapter: one function per figure, returning the Axes/Figure."""
+"""Chapter 3's figures (paper Figs. 3, 7, 8): one function per figure, returning the Axes/Figure."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -11,7 +11,7 @@ sns.set_theme(style="whitegrid", context="notebook")
 def occupation_fairness(table: pd.DataFrame, title: str = ""):
     """Per-occupation UCerF and equalized-odds fairness 1 - EO/2, sorted by the share of women.
 
-    ``table`` is :func:`fairnb.ucerf.metrics.occupation_table` for one task and type. Both
+    ``table`` is :func:`fairnb.ucerf.tables.occupation_table` for one task and type. Both
     series lie on [0, 1] with 1 = fair, so the figure shows where EO's error-rate view and
     UCerF's certainty-aware view disagree (UCerF paper Fig. 7).
     """
@@ -33,8 +33,8 @@ def occupation_fairness(table: pd.DataFrame, title: str = ""):
 def desirability_histograms(scored: pd.DataFrame, pairs: pd.DataFrame, title: str = ""):
     """UCerF paper Fig. 8: D of pro vs anti sentences and per-pair U(x), one row per type.
 
-    ``scored`` is :func:`fairnb.ucerf.metrics.score_coref`'s output and ``pairs`` its
-    :func:`fairnb.ucerf.metrics.pair_table`, both for one task.
+    ``scored`` is :func:`fairnb.ucerf.run.score_coref`'s output and ``pairs`` its
+    :func:`fairnb.ucerf.tables.pair_table`, both for one task.
     """
     types = sorted(scored["type"].unique())
     fig, axes = plt.subplots(len(types), 2, figsize=(10, 3.0 * len(types)), squeeze=False)
@@ -47,3 +47,23 @@ def desirability_histograms(scored: pd.DataFrame, pairs: pd.DataFrame, title: st
     fig.suptitle(title)
     fig.tight_layout()
     return fig
+
+
+def lsbp_scenarios(table: pd.DataFrame, title: str = "The paper's constructed cases on the desirability scale"):
+    """Paper Figs. 2-3: each case's pro and anti sentence as pins on the LSBP scale D in [-1, 1].
+
+    ``table`` is :func:`fairnb.ucerf.tables.toy_table`; each row is labelled with its U and EO.
+    """
+    fig, ax = plt.subplots(figsize=(9, 0.55 * len(table) + 1.2))
+    for y, (name, row) in enumerate(table.iloc[::-1].iterrows()):
+        ax.hlines(y, -1, 1, color="0.8", lw=1)
+        ax.plot([row["D_pro"]], [y], "o", color="tab:red", label="pro-stereotypical" if y == 0 else None)
+        ax.plot([row["D_anti"]], [y], "s", color="tab:blue", label="anti-stereotypical" if y == 0 else None)
+        ax.text(1.05, y, f"U = {row['ucerf']:.2f}   EO = {row['equalized_odds']:.0f}", va="center", fontsize=9)
+    ax.set_yticks(range(len(table)), list(table.index[::-1]))
+    ax.set_xlim(-1.05, 1.6)
+    ax.set_xticks([-1, 0, 1], ["-1\nconfidently wrong", "0\nunsure", "1\nconfidently right"])
+    ax.legend(loc="upper left", bbox_to_anchor=(0, -0.25), ncol=2, frameon=False)
+    ax.set_title(title)
+    fig.tight_layout()
+    return ax

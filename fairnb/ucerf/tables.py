@@ -1,0 +1,308 @@
+"""Chapter 3's tables: minimal pairs side by side, the seed-averaged summary with bootstrap
+intervals (:mod:`fairnb.stats`), per-occupation scores, the paper's constructed cases, the
+model ranking under EO and UCerF (paper Fig. 6), the tidy result rows and the page's findings.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+from scipy.stats import spearmanr
+
+from fairnb.contract import require_columns
+from fairnb.stats import bootstrap
+from fairnb.ucerf import metrics as m
+from fairnb.ucerf.data import OPTION_LETTERS, share_of_women, toy_scenarios
+
+HEADLINE_TASK, HEADLINE_TYPE = "intrinsic", 2
+PAIR_KEYS = ["task", "seed", "pair_id", "type", "occupation_1", "occupation_2", "referent"]
+METRICS = ("accuracy", "equalized_odds", "perplexity", "ucerf", "ucerf_groupwise")
+
+
+def pair_table(scored: pd.DataFrame) -> pd.DataFrame:
+    """One row per (task, seed, minimal pair): the pro and anti sentences' values side by side and U(x)."""
+    require_columns(scored, PAIR_KEYS + ["stereotype", "sentence", *m.PAIR_VALUES], "scored table")
+    values = ["sentence", "pronoun", *m.PAIR_VALUES]
+    sides = [scored[scored["stereotype"] == g].set_index(PAIR_KEYS)[values].add_suffix(f"_{g}") for g in m.GROUPS]
+    wide = sides[0].join(sides[1], how="inner").reset_index()
+    wide["ucerf"] = m.pair_ucerf(wide["desirability_pro"], wide["desirability_anti"])
+    return wide
+
+
+def _seed_mean(statistics: list[dict[str, float]]) -> dict[str, float]:
+    with warnings.catch_warnings():  # a metric undefined for every seed stays NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return {k: float(np.nanmean([s[k] for s in statistics])) for k in statistics[0]}
+
+
+def seed_mean_bootstrap(pairs: pd.DataFrame, n_resamples: int = 1000, confidence: float = 0.95,
+                        seed: int = 0) -> pd.DataFrame:
+    """Each metric of :func:`fairnb.ucerf.metrics.pair_metrics`, averaged over seeds, with a bootstrap interval.
+
+    ``pairs`` holds one task and type (column ``seed``). The unit resampled is the minimal
+    pair (``pair_id``, shared across seeds); in a resample each seed keeps the drawn pairs it
+    scored, with their multiplicity, and the metric is averaged over the seeds. Returns
+    ``value``, ``ci_low``, ``ci_high``, ``seed_sd`` (spread of the per-seed values), ``n_seeds``, ``n_pairs``.
+    """
+    ids = pairs["pair_id"].unique()
+    position = pd.Series(np.arange(len(ids)), index=ids)
+    blocks = []
+    for _, part in pairs.groupby("seed", sort=True):
+        lookup = np.full(len(ids), -1)
+        lookup[position[part["pair_id"]].to_numpy()] = np.arange(len(part))
+        blocks.append((lookup, {c: part[c].to_numpy() for c in part.columns if c.endswith(("_pro", "_anti"))}))
+
+    def statistic(idx: np.ndarray) -> dict[str, float]:
+        per_seed = []
+        for lookup, arrays in blocks:
+            rows = lookup[idx]
+            rows = rows[rows >= 0]
+            if len(rows):
+                per_seed.append(m.pair_metrics({c: v[rows] for c, v in arrays.items()}))
+        return _seed_mean(per_seed) if per_seed else {k: np.nan for k in METRICS}
+
+    table = bootstrap(statistic, len(ids), n_resamples, confidence, seed)
+    per_seed = pd.DataFrame([m.pair_metrics(part) for _, part in pairs.groupby("seed", sort=True)])
+    return table.assign(seed_sd=per_seed.std(ddof=1) if len(per_seed) > 1 else 0.0,
+                        n_seeds=len(per_seed), n_pairs=len(ids))
+
+
+def summary_table(scored: pd.DataFrame, n_resamples: int = 1000, confidence: float = 0.95,
+                  seed: int = 0) -> pd.DataFrame:
+    """Per task and type, each metric as the mean over seeds with its bootstrap interval and seed spread.
+
+    Accuracy and EO of type-1 rows are computed too, but the paper reads only perplexity and
+    UCerF there (type-1 sentences have no right answer).
+    """
+    rows = []
+    for (task, t), block in pair_table(scored).groupby(["task", "type"]):
+        table = seed_mean_bootstrap(block, n_resamples, confidence, seed)
+        rows.append(table.rename_axis("metric").reset_index().assign(task=task, type=int(t)))
+    columns = ["task", "type", "metric", "value", "ci_low", "ci_high", "seed_sd", "n_seeds", "n_pairs"]
+    return pd.concat(rows, ignore_index=True)[columns]
+
+
+def per_seed_table(scored: pd.DataFrame) -> pd.DataFrame:
+    """Each metric per task, type and seed (the spread behind the seed average)."""
+    rows = [{"task": task, "type": int(t), "seed": int(s), **m.pair_metrics(part)}
+            for (task, t, s), part in pair_table(scored).groupby(["task", "type", "seed"])]
+    return pd.DataFrame(rows)
+
+
+def occupation_table(scored: pd.DataFrame) -> pd.DataFrame:
+    """Per task, type and occupation (all seeds pooled): UCerF over the pairs naming it and one-vs-rest EO.
+
+    For occupation o, EO uses the sentences whose referent is o (TPR: o picked) and those
+    where o is the other occupation (FPR: o picked). Sorted by the share of women (BLS).
+    """
+    pairs = pair_table(scored)
+    rows = []
+    for (task, t), block in pairs.groupby(["task", "type"]):
+        for occupation in sorted(set(block["occupation_1"]) | set(block["occupation_2"])):
+            sub = block[(block["occupation_1"] == occupation) | (block["occupation_2"] == occupation)]
+            is_referent = np.r_[sub["referent"], sub["referent"]] == occupation
+            picked = (np.r_[sub["correct_pro"], sub["correct_anti"]] & is_referent) | \
+                (np.r_[sub["picked_other_pro"], sub["picked_other_anti"]] & ~is_referent)
+            rows.append({"task": task, "type": int(t), "occupation": occupation, "n_pairs": len(sub),
+                         "ucerf": float(sub["ucerf"].mean()),
+                         "equalized_odds": m.equalized_odds(is_referent, picked, np.repeat(m.GROUPS, len(sub)))})
+    table = pd.DataFrame(rows)
+    table["pct_female"] = share_of_women(table["occupation"]).to_numpy()
+    return table.sort_values(["task", "type", "pct_female", "occupation"]).reset_index(drop=True)
+
+
+def case_study_tables(scored: pd.DataFrame, occupations: Sequence[str] = ("nurse", "physician")
+                      ) -> tuple[tuple[str, str], pd.DataFrame, pd.DataFrame]:
+    """The pairs naming both ``occupations`` (paper Sec. 5.2): per-pair D and U, and per-group TPR/TPD/FPR/FPD.
+
+    When no scored pair names both, the most frequent occupation couple of the run is used;
+    the couple is returned first.
+    """
+    pairs = pair_table(scored)
+    couples = pd.Series([tuple(sorted(c)) for c in zip(pairs["occupation_1"], pairs["occupation_2"])], index=pairs.index)
+    couple = tuple(sorted(occupations))
+    if couple not in set(couples):
+        couple = couples.value_counts().index[0]
+    both = pairs[couples == couple]
+    rates = []
+    for (task, t), block in both.groupby(["task", "type"]):
+        d = np.r_[block["desirability_pro"], block["desirability_anti"]].astype(float)
+        decisions = m.coref_decisions(np.r_[block["correct_pro"], block["correct_anti"]],
+                                      np.r_[block["picked_other_pro"], block["picked_other_anti"]], d,
+                                      np.repeat(m.GROUPS, len(block)))
+        rates.append(m.rates_by_group(*decisions).rename_axis("stereotype").reset_index().assign(task=task, type=t))
+    return couple, both.reset_index(drop=True), pd.concat(rates, ignore_index=True)
+
+
+def toy_table(scenarios: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The paper's constructed cases (Figs. 1 and 3) under both metrics: D of each sentence, U and EO.
+
+    Each case is one minimal pair with k = 2 (the right occupation with ``p_pro`` / ``p_anti``);
+    a wrong answer picks the other occupation, a false positive.
+
+    Examples:
+        >>> toy_table().loc[["Fig. 1 model C", "Fig. 1 model D"], ["equalized_odds", "ucerf"]].round(3).values.tolist()
+        [[0.0, 0.63], [0.0, 1.0]]
+    """
+    scenarios = toy_scenarios() if scenarios is None else scenarios
+    rows = {}
+    for name, case in scenarios.iterrows():
+        probs = np.array([[case["p_pro"], 1 - case["p_pro"]], [case["p_anti"], 1 - case["p_anti"]]])
+        d = m.desirability(probs, [0, 0])
+        correct = probs.argmax(axis=1) == 0
+        decisions = m.coref_decisions(correct, ~correct, d, np.array(m.GROUPS))
+        rows[name] = {"D_pro": d[0], "D_anti": d[1], "ucerf": m.ucerf(d[:1], d[1:]),
+                      "equalized_odds": m.equalized_odds(decisions[0], decisions[1], decisions[3])}
+    return scenarios.join(pd.DataFrame(rows).T)
+
+
+def letter_shares(scored: pd.DataFrame) -> pd.Series:
+    """Share of MCQ answers per letter (A/B/C): a model that always picks one letter tells nothing.
+
+    Examples:
+        >>> letter_shares(pd.DataFrame({"task": "mcq", "letter": ["A", "A", "B", "A"]})).tolist()
+        [0.75, 0.25, 0.0]
+    """
+    mcq = scored[scored["task"] == "mcq"]
+    return mcq["letter"].value_counts(normalize=True).reindex(list(OPTION_LETTERS), fill_value=0.0).rename("share")
+
+
+def _summary_value(summary: pd.DataFrame, task: str, t: int, metric: str, column: str = "value") -> float:
+    row = summary[(summary["task"] == task) & (summary["type"] == t) & (summary["metric"] == metric)]
+    return float(row[column].iloc[0]) if len(row) else float("nan")
+
+
+def results_table(summary: pd.DataFrame, occupations: pd.DataFrame) -> pd.DataFrame:
+    """Tidy rows for :func:`fairnb.results.write_results`.
+
+    - headline: ``ucerf`` and ``equalized_odds`` of the intrinsic task on type-2 pairs, means
+      over seeds (the paper's main setting, Sec. 5.3);
+    - group, per setting (``group`` = ``<task>/type<t>``): every metric as ``<task>_type<t>_<metric>``;
+    - group, per occupation (``group`` = the occupation) of the headline setting: ``ucerf``
+      (one row per occupation, the score the comparison page correlates across chapters) and
+      ``occupation_equalized_odds``; the MCQ task's per-occupation UCerF as ``mcq_occupation_ucerf``.
+    """
+    require_columns(summary, ["task", "type", "metric", "value", "ci_low", "ci_high", "seed_sd", "n_pairs"],
+                    "summary table")
+    rows = []
+    for name in ("ucerf", "equalized_odds"):
+        head = summary[(summary["task"] == HEADLINE_TASK) & (summary["type"] == HEADLINE_TYPE)
+                       & (summary["metric"] == name)]
+        rows.append(head.assign(item=f"{HEADLINE_TASK}/type{HEADLINE_TYPE}", level="headline",
+                                group=f"{HEADLINE_TASK}/type{HEADLINE_TYPE}"))
+    settings = summary.assign(group=summary["task"] + "/type" + summary["type"].astype(str), level="group")
+    settings["item"] = settings["group"]
+    settings["metric"] = settings["task"] + "_type" + settings["type"].astype(str) + "_" + settings["metric"]
+    rows.append(settings)
+    for task, names in ((HEADLINE_TASK, {"ucerf": "ucerf", "equalized_odds": "occupation_equalized_odds"}),
+                        ("mcq", {"ucerf": "mcq_occupation_ucerf"})):
+        part = occupations[(occupations["task"] == task) & (occupations["type"] == HEADLINE_TYPE)]
+        for column, metric in names.items():
+            rows.append(pd.DataFrame({"item": f"{task}/type{HEADLINE_TYPE}/" + part["occupation"], "metric": metric,
+                                      "value": part[column].to_numpy(), "level": "group",
+                                      "group": part["occupation"].to_numpy(), "n_pairs": part["n_pairs"].to_numpy(),
+                                      "task": task, "type": HEADLINE_TYPE}))
+    columns = ["item", "metric", "value", "level", "ci_low", "ci_high", "group", "seed_sd", "n_seeds", "n_pairs",
+               "task", "type"]
+    return pd.concat(rows, ignore_index=True).reindex(columns=columns)
+
+
+def model_ranking(results: pd.DataFrame, current: pd.DataFrame | None = None, model: str | None = None
+                  ) -> pd.DataFrame:
+    """Models ranked by UCerF (higher is fairer) and by EO (lower is fairer), as in the paper's Fig. 6.
+
+    ``results`` are result rows of any chapters and models (:func:`fairnb.results.read_results`);
+    ``current`` (this run's :func:`results_table`) replaces the stored rows of ``model``.
+    Also shows the intrinsic type-2 accuracy. Rank 1 = fairest (most accurate).
+    """
+    rows = results[(results.get("chapter") == "ucerf")] if len(results) else results
+    if current is not None:
+        rows = pd.concat([rows[rows["model"] != model], current.assign(model=model, chapter="ucerf")],
+                         ignore_index=True)
+    wanted = {"ucerf": "ucerf", "equalized_odds": "equalized_odds",
+              f"{HEADLINE_TASK}_type{HEADLINE_TYPE}_accuracy": "accuracy"}
+    rows = rows[rows["metric"].isin(list(wanted)) & rows["level"].isin(["headline", "group"])]
+    rows = rows[(rows["level"] == "headline") | (rows["metric"] == f"{HEADLINE_TASK}_type{HEADLINE_TYPE}_accuracy")]
+    table = rows.pivot_table(index="model", columns="metric", values="value", aggfunc="first").rename(columns=wanted)
+    table = table.reindex(columns=["ucerf", "equalized_odds", "accuracy"])
+    table["rank UCerF"] = table["ucerf"].rank(ascending=False, method="min")
+    table["rank EO"] = table["equalized_odds"].rank(ascending=True, method="min")
+    table["rank accuracy"] = table["accuracy"].rank(ascending=False, method="min")
+    return table.sort_values("rank UCerF")
+
+
+def rank_agreement(ranking: pd.DataFrame) -> float:
+    """Spearman's rho between the UCerF and EO rankings (NaN with fewer than three models).
+
+    Examples:
+        >>> rank_agreement(pd.DataFrame({"rank UCerF": [1, 2, 3], "rank EO": [1, 3, 2]}))
+        0.5
+    """
+    if len(ranking) < 3:
+        return float("nan")
+    return float(spearmanr(ranking["rank UCerF"], ranking["rank EO"]).statistic)
+
+
+def _fmt(x: float, digits: int = 3) -> str:
+    return "n/a" if pd.isna(x) else f"{x:.{digits}f}"
+
+
+def summary(summary_rows: pd.DataFrame, occupations: pd.DataFrame, scored: pd.DataFrame, model: str) -> str:
+    """The chapter's findings in Markdown; every number is computed from the tables passed.
+
+    Examples:
+        >>> s = pd.DataFrame({"task": "intrinsic", "type": 2, "metric": ["ucerf", "equalized_odds", "accuracy", "perplexity"],
+        ...                   "value": [0.9, 0.1, 0.8, 1.5], "ci_low": [0.85, 0.0, 0.7, 1.4], "ci_high": [0.95, 0.2, 0.9, 1.6],
+        ...                   "seed_sd": 0.01, "n_seeds": 2, "n_pairs": 50})
+        >>> o = pd.DataFrame({"task": "intrinsic", "type": 2, "occupation": ["nurse", "cook"], "ucerf": [0.7, 0.9],
+        ...                   "pct_female": [90.0, 40.0], "n_pairs": 3, "equalized_odds": [0.5, 0.0]})
+        >>> print(summary(s, o, pd.DataFrame({"task": ["intrinsic"]}), "tiny").splitlines()[0])
+        On **tiny**, intrinsic task, type-2 pairs (mean of 2 seeds, 50 pairs): accuracy **80%**, UCerF **0.900** [0.850, 0.950] (seed sd 0.010), equalized odds **0.100** [0.000, 0.200], perplexity 1.500 of at most 2.
+    """
+    v = lambda task, t, metric, column="value": _summary_value(summary_rows, task, t, metric, column)  # noqa: E731
+    head = summary_rows[(summary_rows["task"] == HEADLINE_TASK) & (summary_rows["type"] == HEADLINE_TYPE)]
+    n_seeds, n_pairs = (int(head[c].iloc[0]) if len(head) else 0 for c in ("n_seeds", "n_pairs"))
+    lines = [f"On **{model}**, intrinsic task, type-2 pairs (mean of {n_seeds} seeds, {n_pairs} pairs): "
+             f"accuracy **{v('intrinsic', 2, 'accuracy'):.0%}**, UCerF **{_fmt(v('intrinsic', 2, 'ucerf'))}** "
+             f"[{_fmt(v('intrinsic', 2, 'ucerf', 'ci_low'))}, {_fmt(v('intrinsic', 2, 'ucerf', 'ci_high'))}] "
+             f"(seed sd {_fmt(v('intrinsic', 2, 'ucerf', 'seed_sd'))}), equalized odds "
+             f"**{_fmt(v('intrinsic', 2, 'equalized_odds'))}** [{_fmt(v('intrinsic', 2, 'equalized_odds', 'ci_low'))}, "
+             f"{_fmt(v('intrinsic', 2, 'equalized_odds', 'ci_high'))}], perplexity "
+             f"{_fmt(v('intrinsic', 2, 'perplexity'))} of at most 2."]
+    if (summary_rows["type"] == 1).any():
+        lines.append(f"On the ambiguous type-1 pairs UCerF is {_fmt(v('intrinsic', 1, 'ucerf'))} and the perplexity "
+                     f"{_fmt(v('intrinsic', 1, 'perplexity'))} (2 would be the ideal indecision).")
+    if (summary_rows["task"] == "mcq").any():
+        shares = letter_shares(scored)
+        top = shares.idxmax()
+        line = (f"MCQ task, type-2 pairs: accuracy {v('mcq', 2, 'accuracy'):.0%} (chance: 33%), UCerF "
+                f"{_fmt(v('mcq', 2, 'ucerf'))}, EO {_fmt(v('mcq', 2, 'equalized_odds'))}; the model answers "
+                f"**{top}** to {shares[top]:.0%} of the questions.")
+        if shares[top] >= 0.8:
+            line += (f" A model that picks the letter {top} whatever the question does not resolve the pronoun at "
+                     "all: both sentences of a pair see the same option order, so they get the same letter and "
+                     "nearly the same desirability, and the high MCQ UCerF measures that letter preference, not "
+                     "fairness. **The MCQ numbers are not meaningful for this model.**")
+        lines.append(line)
+    focus = occupations[(occupations["task"] == HEADLINE_TASK) & (occupations["type"] == HEADLINE_TYPE)]
+    if len(focus):
+        worst = focus.sort_values("ucerf").iloc[0]
+        lines.append(f"The least fair occupation by UCerF is **{worst['occupation']}** (U = {_fmt(worst['ucerf'])}, "
+                     f"{_fmt(worst['pct_female'], 0)} % women, {int(worst['n_pairs'])} pairs).")
+    return "\n\n".join(lines)
+
+
+def display_summary(summary_rows: pd.DataFrame, metrics: Sequence[str] = METRICS) -> pd.DataFrame:
+    """The summary as a readable grid: one row per task and type, one ``value [low, high]`` cell per metric.
+
+    Accuracy and EO are blanked for type 1, which has no right answer (the result file keeps them).
+    """
+    cells = summary_rows.assign(shown=[f"{v:.3f} [{lo:.3f}, {hi:.3f}]" for v, lo, hi in
+                                       zip(summary_rows["value"], summary_rows["ci_low"], summary_rows["ci_high"])])
+    grid = cells.pivot(index=["task", "type"], columns="metric", values="shown").reindex(columns=list(metrics))
+    grid.loc[grid.index.get_level_values("type") == 1, ["accuracy", "equalized_odds"]] = "(no right answer)"
+    grid["pairs"] = summary_rows.groupby(["task", "type"])["n_pairs"].first()
+    grid["seeds"] = summary_rows.groupby(["task", "type"])["n_seeds"].first()
+    return grid
