@@ -307,7 +307,8 @@ def test_score_probes_and_results_on_a_tiny_model(tiny_gpt2):
     assert sorted(headline.index) == ["R_f", "gendered_share", "jsd"]
     assert headline.loc["R_f", "value"] == pytest.approx(cooccurrence_ratio(p_f, p_m)[0])
     assert headline.loc["jsd", "value"] == pytest.approx(scored.jsd.mean())
-    assert headline.loc["gendered_share", "value"] == pytest.approx(scored.label.isin(["female", "male", "mixed"]).mean())
+    gendered = scored.label.isin(["female", "male", "mixed"])
+    assert headline.loc["gendered_share", "value"] == pytest.approx(gendered.mean())
     assert (headline.ci_low <= headline.value).all() and (headline.value <= headline.ci_high).all()
     occupations = results[(results.level == "group") & (results.metric == "jsd")]
     assert len(occupations) == 40 and occupations.group.is_unique
@@ -320,7 +321,8 @@ def test_score_probes_and_results_on_a_tiny_model(tiny_gpt2):
 
 def test_frames_on_a_tiny_model(tiny_gpt2, tiny_bert):
     sentences = ["My friend likes pink"]
-    assert P.framed_inputs(tiny_gpt2, sentences, "instruction") == (["Complete the sentence: My friend likes pink"], True)
+    instruction = (["Complete the sentence: My friend likes pink"], True)
+    assert P.framed_inputs(tiny_gpt2, sentences, "instruction") == instruction
     assert P.framed_inputs(tiny_gpt2, sentences, "story") == ([P.STORY_OPENING + "My friend likes pink."], False)
     assert P.resolve_frame(tiny_gpt2, "auto") == "chat" and P.resolve_frame(tiny_bert, "auto") == "story"
     with pytest.raises(ValueError, match="needs a chat model"):

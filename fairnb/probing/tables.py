@@ -116,8 +116,8 @@ def word_jsd_table(words: pd.DataFrame) -> pd.DataFrame:
     Examples:
         >>> words = pd.DataFrame({"feature": ["colors"] * 3, "item": ["pink", "blue", "gray"],
         ...                       "jsd": [0.3, 0.1, 0.2], "r_f": [0.9, 0.4, 0.5]})
-        >>> word_jsd_table(words).values.tolist()
-        [['colors', 'pink', 0.3, 0.9, 'female', 1], ['colors', 'gray', 0.2, 0.5, 'male', 2], ['colors', 'blue', 0.1, 0.4, 'male', 3]]
+        >>> word_jsd_table(words)[["word", "leaning", "rank"]].values.tolist()
+        [['pink', 'female', 1], ['gray', 'male', 2], ['blue', 'male', 3]]
     """
     require_columns(words, ["feature", "item", "jsd", "r_f"], "word table")
     table = words[["feature", "item", "jsd", "r_f"]].rename(columns={"item": "word"})
@@ -207,9 +207,13 @@ def summary(scored: pd.DataFrame, words: pd.DataFrame, model: str) -> str:
         ...     "p_female": [np.array([0.4, 0.4]), np.array([0.2, 0.2])],
         ...     "p_male": [np.array([0.1, 0.1]), np.array([0.3, 0.3])], "jsd": [0.0, 0.0],
         ...     "label": ["female", "neutral"]})
-        >>> words = pd.DataFrame({"feature": ["colors"] * 2, "item": ["pink", "gray"], "jsd": [0.3, 0.1], "r_f": [0.9, 0.4]})
-        >>> print(summary(scored, words, "tiny").splitlines()[0])
-        On **tiny**, 2 probes put on average **60%** of the paired pronouns' next-word probability on the female words (R^f = 0.6; parity is 0.5); the mean JSD is **0** and **50%** of the continuations name a gender.
+        >>> words = pd.DataFrame({"feature": ["colors"] * 2, "item": ["pink", "gray"], "jsd": [0.3, 0.1],
+        ...                       "r_f": [0.9, 0.4]})
+        >>> first = summary(scored, words, "tiny").splitlines()[0]
+        >>> first[:61]
+        'On **tiny**, 2 probes put on average **60%** of the paired pr'
+        >>> first[-85:]
+        'parity is 0.5); the mean JSD is **0** and **50%** of the continuations name a gender.'
     """
     head = headline_table(scored, n_resamples=1).value
     share = "" if np.isnan(head["gendered_share"]) else (
@@ -223,6 +227,6 @@ def summary(scored: pd.DataFrame, words: pd.DataFrame, model: str) -> str:
             text += f"; continuations female {row.female:.0%}, male {row.male:.0%}, neutral {row.neutral:.0%}"
         lines.append(text + ".")
     top = word_jsd_table(words).query("rank == 1")
-    lines += ["", "The most biased word of each feature list: "
-              + ", ".join(f"{r.feature}: *{r.word}* (JSD {r.jsd:.3f}, leans {r.leaning})" for r in top.itertuples()) + "."]
+    ends = (f"{r.feature}: *{r.word}* (JSD {r.jsd:.3f}, leans {r.leaning})" for r in top.itertuples())
+    lines += ["", "The most biased word of each feature list: " + ", ".join(ends) + "."]
     return "\n".join(lines)
