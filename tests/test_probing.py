@@ -319,6 +319,17 @@ def test_score_probes_and_results_on_a_tiny_model(tiny_gpt2):
         P.score_probes(tiny_gpt2, probes.drop(columns="sentence"))
 
 
+def test_masked_lm_gives_implicit_metrics_only(tiny_bert):
+    probes = P.build_probes(["template-based"], limit=4)
+    with pytest.warns(UserWarning, match="cannot produce"):  # no apostrophe in the tiny WordPiece vocabulary
+        scored = P.score_probes(tiny_bert, probes)
+    assert "label" not in scored and scored.prompt[0] == P.STORY_OPENING + "My friend is an attendant."
+    with pytest.warns(UserWarning, match="cannot produce"):
+        words = P.score_words(tiny_bert)
+    headline = T.tidy_results(scored, words, n_resamples=20).query("level == 'headline'").set_index("metric").value
+    assert np.isnan(headline["gendered_share"]) and 0 <= headline["R_f"] <= 1
+
+
 def test_frames_on_a_tiny_model(tiny_gpt2, tiny_bert):
     sentences = ["My friend likes pink"]
     instruction = (["Complete the sentence: My friend likes pink"], True)
