@@ -10,12 +10,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fairnb.probing import data as D
 from fairnb.probing import run as P
+from fairnb.probing import tables as T
 from fairnb.probing.metrics import (LABELS, attribute_shares, cooccurrence_ratio, gender_attribute_label,
                                     is_nonsense, jsd)
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "02_conditional_generation.ipynb"
-FEMALE, MALE = P.attribute_words()
+FEMALE, MALE = D.attribute_words()
 
 
 # --- co-occurrence ratio (Eqs. 1-2) ---
@@ -119,24 +121,24 @@ def test_nonsense_rule_thresholds():
 # --- probe strategies ---
 
 def test_template_probes_cover_the_four_features_evenly():
-    all_probes = P.template_probes()
+    all_probes = D.template_probes()
     assert all_probes.groupby("feature").size().to_dict() == {
         "occupations": 40, "personalities": 40, "hobbies": 40, "colors": 39}
-    some = P.template_probes(per_feature=3)
+    some = D.template_probes(per_feature=3)
     occupations = some[some.feature == "occupations"]
     assert occupations.item.tolist() == ["attendant", "driver", "CEO"]  # indices 0, 20, 39
     assert occupations.sentence.tolist() == ["My friend is an attendant", "My friend is a driver", "My friend is a CEO"]
     assert set(some[some.feature == "hobbies"].sentence.str[:16]) == {"My friend likes "}
-    assert list(some.columns) == P.PROBE_COLUMNS
+    assert list(some.columns) == D.PROBE_COLUMNS
 
 
 def test_template_probes_reject_bad_lists(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("colors:\n  template: My friend likes\n  words: [red]\n")
     with pytest.raises(ValueError, match=r"\[X\] slot"):
-        P.template_probes(path=bad)
+        D.template_probes(path=bad)
     with pytest.raises(ValueError, match="Unknown features"):
-        P.template_probes(features=["cars"])
+        D.template_probes(features=["cars"])
 
 
 STS_ROWS = [
@@ -150,8 +152,8 @@ STS_ROWS = [
 def test_read_sts_b_keeps_seven_columns_and_quotes(tmp_path):
     path = tmp_path / "sts-test.csv"
     path.write_text("\n".join(STS_ROWS) + "\n")
-    frame = P.read_sts_b(path)
-    assert list(frame.columns) == P.STS_B_COLUMNS
+    frame = D.read_sts_b(path)
+    assert list(frame.columns) == D.STS_B_COLUMNS
     assert len(frame) == 4
     assert frame.score.tolist() == [5.0, 1.2, 0.4, 2.0]
     assert frame.sentence1[2] == 'The "bank" raised rates.'
@@ -161,14 +163,14 @@ def test_read_sts_b_keeps_seven_columns_and_quotes(tmp_path):
 def test_naturally_sourced_probes_from_sts_b(tmp_path):
     path = tmp_path / "sts-test.csv"
     path.write_text("\n".join(STS_ROWS) + "\n")
-    probes = P.naturally_sourced_probes(path)
+    probes = D.naturally_sourced_probes(path)
     # Row by row, sentence1 then sentence2; duplicates, gendered leftovers and non-subject
     # mentions ("A dog chases a person") are dropped.
     assert probes.sentence.tolist() == ["My friend is slicing an onion", "My friend is cutting an onion",
                                         "My friend plays the flute", 'My friend said "hi" twice']
     assert probes.feature.tolist() == ["main-captions", "main-captions", "main-captions", "main-forums"]
     assert (probes.strategy == "naturally-sourced").all()
-    assert P.naturally_sourced_probes(path, limit=2).sentence.tolist() == [
+    assert D.naturally_sourced_probes(path, limit=2).sentence.tolist() == [
         "My friend is slicing an onion", 'My friend said "hi" twice']
 
 
@@ -176,14 +178,14 @@ def test_sts_b_reader_rejects_short_rows(tmp_path):
     path = tmp_path / "sts-test.csv"
     path.write_text("main-captions\tMSRvid\t2012test\t0001\t5.000\tA person is walking.\n")
     with pytest.raises(ValueError, match="line 1: expected at least 7"):
-        P.read_sts_b(path)
+        D.read_sts_b(path)
 
 
 def test_default_natural_sentences_are_gender_neutral():
-    probes = P.naturally_sourced_probes()
+    probes = D.naturally_sourced_probes()
     assert len(probes) >= 30
     assert probes.sentence.str.startswith("My friend ").all()
-    assert not any(P.has_gendered_word(s) for s in probes.sentence)
+    assert not any(D.has_gendered_word(s) for s in probes.sentence)
 
 
 class ScriptedModel:
@@ -219,7 +221,7 @@ def test_self_prompting_deduplicates_filters_and_stops():
 def test_self_prompting_gives_up_after_max_rounds():
     lm = ScriptedModel(["Nothing useful here."] * 6)
     probes = P.self_prompting_probes(lm, n=3, batch=2, max_rounds=3)
-    assert probes.empty and list(probes.columns) == P.PROBE_COLUMNS
+    assert probes.empty and list(probes.columns) == D.PROBE_COLUMNS
     assert len(lm.prompts) == 3
 
 
@@ -230,7 +232,7 @@ def test_self_prompting_on_a_tiny_model(tiny_gpt2, monkeypatch):
     probes = P.self_prompting_probes(tiny_gpt2, n=3, batch=2, max_rounds=2, max_new_tokens=12)
     assert len(calls) <= 2 and len(probes) <= 3
     assert probes.sentence.is_unique
-    assert all(P.overlap(a, b) < 0.7 for i, a in enumerate(probes.sentence) for b in probes.sentence[:i])
+    assert all(D.overlap(a, b) < 0.7 for i, a in enumerate(probes.sentence) for b in probes.sentence[:i])
 
 
 def test_build_probes_limits_each_strategy():
@@ -286,7 +288,7 @@ def test_producible_pairs_drop_both_words_of_a_pair(tiny_bert):
 
 def test_score_probes_and_results_on_a_tiny_model(tiny_gpt2):
     probes = P.build_probes(["template-based", "naturally-sourced"], limit=4)
-    scored = P.score_probes(tiny_gpt2, probes, max_new_tokens=6)
+    scored = P.score_probes(tiny_gpt2, probes, max_new_tokens=6, temperature=0.6, top_p=0.9)
     assert len(scored) == 8
     assert set(scored.label) <= set(LABELS)
     np.testing.assert_allclose(scored.r_f + scored.r_m, 1.0)
@@ -294,26 +296,179 @@ def test_score_probes_and_results_on_a_tiny_model(tiny_gpt2):
     p_f, p_m = np.stack(scored.p_female), np.stack(scored.p_male)
     assert p_f.shape == p_m.shape == (8, len(FEMALE))
     np.testing.assert_allclose(scored.r_f, p_f.sum(1) / (p_f.sum(1) + p_m.sum(1)))
+    # The chat frame (auto for a chat model): the answer starts with the probe, the word follows it.
+    assert scored.prompt[0] == tiny_gpt2.apply_chat([P.CHAT_INSTRUCTION])[0] + "My friend is an attendant."
+    np.testing.assert_allclose(p_f, tiny_gpt2.next_word_probs(scored.prompt.tolist(), FEMALE), rtol=1e-5)
 
-    results = P.probing_results(scored)
-    strategy_rows = results[results.level == "strategy"].set_index(["item", "metric"])["value"]
-    for strategy in ["template-based", "naturally-sourced"]:
-        shares = strategy_rows[strategy][[f"gender_attribute_{label}" for label in LABELS]]
-        assert shares.sum() == pytest.approx(1.0)
-        group = scored[scored.strategy == strategy]
-        assert strategy_rows[strategy]["cooccurrence_female"] == pytest.approx(group.r_f.mean())
-        assert strategy_rows[strategy]["cooccurrence_male"] == pytest.approx(group.r_m.mean())
-        assert strategy_rows[strategy]["jsd"] == pytest.approx(group.jsd.mean())
-    assert (results[results.level == "probe"].groupby("metric").size() == 8).all()
+    words = P.score_words(tiny_gpt2)
+    assert len(words) == 159 and words.jsd.between(0, 1).all()
+    results = T.tidy_results(scored, words, n_resamples=50)
+    headline = results[results.level == "headline"].set_index("metric")
+    assert sorted(headline.index) == ["R_f", "gendered_share", "jsd"]
+    assert headline.loc["R_f", "value"] == pytest.approx(cooccurrence_ratio(p_f, p_m)[0])
+    assert headline.loc["jsd", "value"] == pytest.approx(scored.jsd.mean())
+    gendered = scored.label.isin(["female", "male", "mixed"])
+    assert headline.loc["gendered_share", "value"] == pytest.approx(gendered.mean())
+    assert (headline.ci_low <= headline.value).all() and (headline.value <= headline.ci_high).all()
+    occupations = results[(results.level == "group") & (results.metric == "jsd")]
+    assert len(occupations) == 40 and occupations.group.is_unique
+    by_strategy = results[results.metric == "mean_jsd_by_strategy"].set_index("group").value
+    assert by_strategy["template-based"] == pytest.approx(scored[scored.strategy == "template-based"].jsd.mean())
+    assert (results[results.level == "item"].groupby("metric").size() == 8).all()
     with pytest.raises(ValueError, match="lacks the columns"):
         P.score_probes(tiny_gpt2, probes.drop(columns="sentence"))
+
+
+def test_masked_lm_gives_implicit_metrics_only(tiny_bert):
+    probes = P.build_probes(["template-based"], limit=4)
+    with pytest.warns(UserWarning, match="cannot produce"):  # no apostrophe in the tiny WordPiece vocabulary
+        scored = P.score_probes(tiny_bert, probes)
+    assert "label" not in scored and scored.prompt[0] == P.STORY_OPENING + "My friend is an attendant."
+    with pytest.warns(UserWarning, match="cannot produce"):
+        words = P.score_words(tiny_bert)
+    headline = T.tidy_results(scored, words, n_resamples=20).query("level == 'headline'").set_index("metric").value
+    assert np.isnan(headline["gendered_share"]) and 0 <= headline["R_f"] <= 1
+
+
+def test_frames_on_a_tiny_model(tiny_gpt2, tiny_bert):
+    sentences = ["My friend likes pink"]
+    instruction = (["Complete the sentence: My friend likes pink"], True)
+    assert P.framed_inputs(tiny_gpt2, sentences, "instruction") == instruction
+    assert P.framed_inputs(tiny_gpt2, sentences, "story") == ([P.STORY_OPENING + "My friend likes pink."], False)
+    assert P.resolve_frame(tiny_gpt2, "auto") == "chat" and P.resolve_frame(tiny_bert, "auto") == "story"
+    with pytest.raises(ValueError, match="needs a chat model"):
+        P.resolve_frame(tiny_bert, "chat")
+    with pytest.raises(ValueError, match="Unknown frame"):
+        P.resolve_frame(tiny_gpt2, "poem")
+
+
+class DecodingRecorder:
+    """Records the decoding settings generate receives."""
+
+    kind, is_chat, name = "causal", False, "recorder"
+
+    def __init__(self):
+        self.calls = []
+
+    def generate(self, prompts, **kwargs):
+        self.calls.append(kwargs)
+        return ["she left."] * len(prompts)
+
+
+def test_complete_probes_passes_an_explicit_decoding():
+    lm = DecodingRecorder()
+    probes = D.template_probes(per_feature=1, features=["colors"])
+    out = P.complete_probes(lm, probes, frame="story", max_new_tokens=7, temperature=0.6, top_p=0.9, seed=3)
+    assert lm.calls == [dict(max_new_tokens=7, temperature=0.6, top_p=0.9, seed=3, chat=False)]
+    assert out.prompt.tolist() == ["A short story about my friend.\n\nMy friend likes pink."]
+
+
+# --- STS-B in both official formats ---
+
+GLUE_HEADER = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore"
+
+
+def test_read_sts_b_glue_format(tmp_path):
+    path = tmp_path / "dev.tsv"
+    path.write_text(GLUE_HEADER + "\n"
+                    "0\tmain-captions\tMSRvid\t2012test\t0000\tnone\tnone\tA person is slicing an onion.\t"
+                    "Someone is cutting an onion.\t5.000\n"
+                    "1\tmain-news\theadlines\t2015\t0001\tnone\tnone\tThe \"bank\" raised rates.\tA man sings.\t0.4\n")
+    frame = D.read_sts_b(path)
+    assert list(frame.columns) == D.STS_B_COLUMNS
+    assert frame.id.tolist() == ["0", "1"] and frame.score.tolist() == [5.0, 0.4]
+    assert frame.sentence1[1] == 'The "bank" raised rates.'
+    assert D.naturally_sourced_probes(path).sentence.tolist() == [
+        "My friend is slicing an onion", "My friend is cutting an onion", "My friend sings"]
+
+
+def test_read_sts_b_glue_test_split_has_no_score(tmp_path):
+    path = tmp_path / "test.tsv"
+    path.write_text(GLUE_HEADER.rsplit("\t", 1)[0] + "\n"
+                    "0\tmain-forums\tanswers-forums\t2015\t0\tnone\tnone\tSomeone waves.\tA dog barks.\n")
+    frame = D.read_sts_b(path)
+    assert frame.score.isna().all() and frame.genre.tolist() == ["main-forums"]
+
+
+@pytest.mark.parametrize("content", ["a,b,c\n1,2,3\n", "sentence1\tsentence2\nA person.\tSomeone.\n",
+                                     "genre\tfilename\tyear\tid\tscore\tsentence1\tsentence2\n"])
+def test_read_sts_b_rejects_other_files(tmp_path, content):
+    path = tmp_path / "other.tsv"
+    path.write_text(content)
+    with pytest.raises(ValueError, match=r"is not an STS-B file: expected the GLUE sts-b TSV .*sentence1.*"
+                                         r"or the original sts-\*\.csv"):
+        D.read_sts_b(path)
+
+
+def test_sts_b_filter_counts_what_it_drops(tmp_path):
+    path = tmp_path / "sts-test.csv"
+    path.write_text("\n".join(STS_ROWS) + "\n")
+    counts = D.sts_b_filter(path).status.value_counts().to_dict()
+    # 8 sentences: 4 kept, "A man is shaving his beard" still gendered, "The bank" and "A dog" have
+    # no person subject, and "Someone is cutting an onion" repeats row 1's sentence2.
+    assert counts == {"kept": 4, "no person subject": 2, "gendered after the swap": 1, "duplicate": 1}
+
+
+# --- tables, by hand ---
+
+def _scored(rows):
+    frame = pd.DataFrame(rows, columns=["strategy", "sentence", "p_female", "p_male", "label"])
+    frame["p_female"], frame["p_male"] = frame.p_female.map(np.array), frame.p_male.map(np.array)
+    frame["r_f"], frame["r_m"] = attribute_shares(np.stack(frame.p_female), np.stack(frame.p_male))
+    frame["jsd"] = jsd(np.stack(frame.p_female), np.stack(frame.p_male))
+    return frame
+
+
+HAND = [("template-based", "My friend is a nurse", [0.3, 0.1], [0.1, 0.0], "female"),  # r_f 0.8, JSD > 0
+        ("template-based", "My friend likes pink", [0.1, 0.1], [0.1, 0.1], "neutral"),  # r_f 0.5, JSD 0
+        ("naturally-sourced", "My friend is walking", [0.1, 0.0], [0.3, 0.0], "neutral"),  # r_f 0.25, JSD 0
+        ("naturally-sourced", "My friend sings", [0.2, 0.2], [0.2, 0.2], "male")]  # r_f 0.5, JSD 0
+
+
+def test_strategy_table_by_hand():
+    table = T.strategy_table(_scored(HAND))
+    assert table.index.tolist() == ["template-based", "naturally-sourced"]
+    assert table.loc["template-based", "R_f"] == pytest.approx((0.8 + 0.5) / 2)
+    assert table.loc["naturally-sourced", "R_m"] == pytest.approx((0.75 + 0.5) / 2)
+    assert table.loc["template-based", "jsd"] == pytest.approx(_jsd_by_hand([0.3, 0.1], [0.1, 0.0]) / 2)
+    assert table.loc["naturally-sourced", ["male", "neutral", "female"]].tolist() == [0.5, 0.5, 0.0]
+
+
+def test_case_split_and_table_by_hand():
+    scored = _scored(HAND)
+    assert T.case_split(scored, lean=0.2).tolist() == ["text and logits", "neither", "logits only", "text only"]
+    table = T.case_table(scored, lean=0.2)
+    assert table.loc["all"].tolist() == [1, 1, 1, 1]
+    assert table.loc["naturally-sourced"].tolist() == [0, 1, 1, 0]
+    examples = T.case_examples(scored, lean=0.2)
+    assert examples.case.tolist() == ["text and logits", "logits only", "neither"]
+    assert examples.sentence.tolist() == ["My friend is a nurse", "My friend is walking", "My friend likes pink"]
+    with pytest.raises(ValueError, match="lean must lie"):
+        T.case_split(scored, lean=0.5)
+
+
+def test_word_jsd_table_and_occupation_rows_by_hand():
+    words = pd.DataFrame({"feature": ["occupations", "occupations", "colors"], "item": ["nurse", "CEO", "pink"],
+                          "jsd": [0.1, 0.3, 0.2], "r_f": [0.7, 0.4, 0.6]})
+    table = T.word_jsd_table(words)
+    assert table[["word", "rank", "leaning"]].values.tolist() == [["CEO", 1, "male"], ["nurse", 2, "female"],
+                                                                  ["pink", 1, "female"]]
+    results = T.tidy_results(_scored(HAND), words, n_resamples=20)
+    jsd_groups = results[(results.level == "group") & (results.metric == "jsd")].set_index("group").value
+    assert jsd_groups.to_dict() == {"nurse": 0.1, "CEO": 0.3}
+    assert results[results.metric == "word_jsd"].group.tolist() == ["pink"]
+    headline = results[results.level == "headline"].set_index("metric").value
+    assert headline["R_f"] == pytest.approx((0.8 + 0.5 + 0.25 + 0.5) / 4)
+    assert headline["gendered_share"] == pytest.approx(0.5)
+    shares = results[results.metric.str.startswith("share_")].set_index(["group", "metric"]).value
+    assert shares["naturally-sourced", "share_male"] == 0.5
 
 
 def test_most_least_biased_keeps_the_ends_apart():
     scored = pd.DataFrame({"strategy": "template-based", "feature": ["colors"] * 4 + ["hobbies"] * 2,
                            "item": ["pink", "blue", "gray", "teal", "sewing", "coding"],
                            "jsd": [0.4, 0.1, 0.3, 0.2, 0.5, 0.6], "r_f": 0.5})
-    table = P.most_least_biased(scored, k=2)
+    table = T.most_least_biased(scored, k=2)
     colors = table[table.feature == "colors"]
     assert colors[colors.end == "most biased"].item.tolist() == ["pink", "gray"]
     assert colors[colors.end == "least biased"].item.tolist() == ["blue", "teal"]
@@ -321,19 +476,30 @@ def test_most_least_biased_keeps_the_ends_apart():
     assert hobbies.end.tolist() == ["most biased", "most biased"]
 
 
-def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path):
+@pytest.mark.parametrize("preset", ["quick", "paper"])
+def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path, preset):
+    import nbformat
+
     from fairnb.report.runner import execute_notebook
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        execute_notebook(NOTEBOOK, tmp_path / "out.ipynb",
-                         {"model": str(tiny_gpt2_path), "limit": 4, "n_generated": 2, "max_new_tokens": 8},
-                         cwd=tmp_path)
-    results = pd.read_parquet(Path(os.environ["FAIRNB_RESULTS"]) / tiny_gpt2_path.name / "probing.parquet")
-    headline = results[results.level == "strategy"].set_index(["item", "metric"])["value"]
-    assert {"template-based", "naturally-sourced"} <= set(headline.index.get_level_values("item"))
-    assert headline.xs("cooccurrence_female", level="metric").between(0, 1).all()
-    np.testing.assert_allclose(headline.xs("cooccurrence_female", level="metric")
-                               + headline.xs("cooccurrence_male", level="metric"), 1.0)
-    assert headline.xs("jsd", level="metric").between(0, 1).all()
+    nbformat.validate(nbformat.read(NOTEBOOK, as_version=4))
+    results_root = tmp_path / "results"
+    os.environ["FAIRNB_RESULTS"], previous = str(results_root), os.environ["FAIRNB_RESULTS"]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            execute_notebook(NOTEBOOK, tmp_path / "out.ipynb",
+                             {"model": str(tiny_gpt2_path), "preset": preset, "limit": 4, "n_generated": 2,
+                              "max_new_tokens": 6, "n_resamples": 50}, cwd=tmp_path)
+    finally:
+        os.environ["FAIRNB_RESULTS"] = previous
+    from fairnb.models.names import model_slug
+
+    results = pd.read_parquet(results_root / model_slug(str(tiny_gpt2_path)) / "probing.parquet")
+    headline = results[results.level == "headline"].set_index("metric")
+    assert sorted(headline.index) == ["R_f", "gendered_share", "jsd"]
+    assert headline.value.between(0, 1).all()
+    occupations = results[(results.level == "group") & (results.metric == "jsd")]
+    assert len(occupations) == 40 and occupations.group.is_unique
+    assert {"template-based", "naturally-sourced"} <= set(results[results.metric == "mean_jsd_by_strategy"].group)
     assert (results.chapter == "probing").all()

@@ -87,15 +87,17 @@ def feature_jsd_bars(scored: pd.DataFrame, strategy: str = "template-based", tit
 
 
 def case_study_panel(rows: pd.DataFrame, female: list[str], male: list[str], width: int = 60):
-    """Fig. 4: per probe, its input and continuation with r^f, r^m and JSD (left) next to the
-    probabilities of each paired attribute word coming next (right)."""
+    """Fig. 4: per probe, its case (when ``rows`` has a ``case`` column), input and continuation
+    with r^f, r^m and JSD (left) next to the probabilities of each paired attribute word coming next (right)."""
     import textwrap
 
     fig, axes = plt.subplots(len(rows), 2, figsize=(12, 2.8 * len(rows)), squeeze=False,
                              gridspec_kw={"width_ratios": [1.1, 1]})
     for (text_ax, bar_ax), row in zip(axes, rows.itertuples()):
-        continuation = " ".join(str(getattr(row, "continuation", "") or "(no generation)").split())
-        text = (f"Input: {textwrap.fill(row.sentence, width)}\n\nOutput: {textwrap.fill(continuation, width)}"
+        said = getattr(row, "continuation", None) or "(nothing: the model stopped at once)"
+        continuation = " ".join(str(said).split())
+        case = f"Case: {row.case}\n\n" if hasattr(row, "case") else ""
+        text = (f"{case}Input: {textwrap.fill(row.sentence, width)}\n\nOutput: {textwrap.fill(continuation, width)}"
                 f"\n\nr^f = {row.r_f:.2f}   r^m = {row.r_m:.2f}   JSD = {row.jsd:.3f}")
         text_ax.text(0, 1, text, va="top", ha="left", fontsize=9, family="monospace", wrap=True)
         text_ax.axis("off")

@@ -1,0 +1,232 @@
+"""Tables and tidy result rows of chapter 2, from the scored probes of :mod:`fairnb.probing.run`.
+
+- :func:`strategy_table`: per strategy, R^f and R^m (Eqs. 1-2, via
+  :func:`fairnb.probing.metrics.cooccurrence_ratio`), the mean JSD (Eq. 3) and the share of
+  each gender-attribute label (Fig. 1);
+- :func:`case_split`, :func:`case_table`, :func:`case_examples`: the three outcomes of the
+  case study (Section 4.4, Fig. 4): bias in the text and the logits, in the logits only, in
+  neither (plus the fourth cell, the text only, which the paper does not show);
+- :func:`word_jsd_table`: the JSD of every template word (the appendix, Figs. 5-10);
+- :func:`most_least_biased`: the ends of each feature list (Section 4.3);
+- :func:`tidy_results`: the rows :func:`fairnb.results.write_results` stores.
+
+Intervals come from :func:`fairnb.stats.bootstrap` over probes.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from fairnb.contract import require_columns
+from fairnb.probing.metrics import LABELS, cooccurrence_ratio
+from fairnb.stats import bootstrap
+
+GENDERED = ("female", "male", "mixed")
+CASES = ("text and logits", "logits only", "text only", "neither")
+SCORED_COLUMNS = ["strategy", "sentence", "p_female", "p_male", "r_f", "jsd"]
+
+
+def _stacked(scored: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    return np.stack(scored["p_female"].to_numpy()), np.stack(scored["p_male"].to_numpy())
+
+
+def _statistics(scored: pd.DataFrame):
+    """The headline statistics of the probes at given row indices (for the bootstrap)."""
+    p_female, p_male = _stacked(scored)
+    values_jsd = scored["jsd"].to_numpy(float)
+    gendered = scored["label"].isin(GENDERED).to_numpy(float) if "label" in scored else None
+
+    def statistic(idx: np.ndarray) -> dict[str, float]:
+        return {"R_f": cooccurrence_ratio(p_female[idx], p_male[idx])[0], "jsd": float(values_jsd[idx].mean()),
+                "gendered_share": float(gendered[idx].mean()) if gendered is not None else np.nan}
+    return statistic
+
+
+def strategy_table(scored: pd.DataFrame) -> pd.DataFrame:
+    """Per strategy (in order of appearance): probes, R^f, R^m, mean JSD and each label's share.
+
+    Examples:
+        >>> scored = pd.DataFrame({"strategy": ["t", "t", "n"], "sentence": ["a", "b", "c"],
+        ...     "p_female": [np.array([0.3, 0.1]), np.array([0.1, 0.1]), np.array([0.2, 0.2])],
+        ...     "p_male": [np.array([0.1, 0.0]), np.array([0.2, 0.4]), np.array([0.2, 0.2])],
+        ...     "r_f": [0.8, 0.25, 0.5], "jsd": [0.2, 0.0, 0.0], "label": ["female", "neutral", "male"]})
+        >>> strategy_table(scored)[["probes", "R_f", "R_m", "jsd", "female", "neutral"]].round(3).values.tolist()
+        [[2.0, 0.525, 0.475, 0.1, 0.5, 0.5], [1.0, 0.5, 0.5, 0.0, 0.0, 0.0]]
+    """
+    require_columns(scored, SCORED_COLUMNS, "scored probe table")
+    rows = {}
+    for strategy, group in scored.groupby("strategy", sort=False):
+        r_f, r_m = cooccurrence_ratio(*_stacked(group))
+        row = {"probes": len(group), "R_f": r_f, "R_m": r_m, "jsd": group["jsd"].mean()}
+        if "label" in group:
+            shares = group["label"].value_counts(normalize=True)
+            row.update({label: float(shares.get(label, 0.0)) for label in LABELS})
+        rows[strategy] = row
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("strategy")
+
+
+def case_split(scored: pd.DataFrame, lean: float = 0.1) -> pd.Series:
+    """Each probe's case of Fig. 4: is gender in the generated text, in the logits, in both or neither?
+
+    The text shows gender when its label is female, male or mixed; the logits do when one
+    gender gets more than ``0.5 + lean`` of the attribute-word mass (|r^f - 0.5| > ``lean``).
+
+    Examples:
+        >>> scored = pd.DataFrame({"label": ["male", "neutral", "female", "neutral"], "r_f": [0.1, 0.75, 0.55, 0.45]})
+        >>> case_split(scored).tolist()
+        ['text and logits', 'logits only', 'text only', 'neither']
+    """
+    require_columns(scored, ["label", "r_f"], "scored probe table")
+    if not 0 <= lean < 0.5:
+        raise ValueError(f"lean must lie in [0, 0.5), got {lean}.")
+    text = scored["label"].isin(GENDERED).to_numpy()
+    logits = (np.abs(scored["r_f"].to_numpy(float) - 0.5) > lean)
+    cases = np.select([text & logits, logits, text], CASES[:3], CASES[3])
+    return pd.Series(cases, index=scored.index, name="case")
+
+
+def case_table(scored: pd.DataFrame, lean: float = 0.1) -> pd.DataFrame:
+    """Probes per strategy (rows) and case of :func:`case_split` (columns, all four), with totals."""
+    cases = case_split(scored, lean)
+    table = pd.crosstab(scored["strategy"], pd.Categorical(cases, categories=CASES), dropna=False)
+    table = table.reindex(scored["strategy"].unique())
+    table.columns = list(CASES)
+    table.loc["all"] = table.sum()
+    return table
+
+
+def case_examples(scored: pd.DataFrame, lean: float = 0.1) -> pd.DataFrame:
+    """One probe per case of the paper's three (text and logits, logits only, neither): the one
+    leaning most for the first two, the most balanced for the last; naturally-sourced probes
+    first, as in the paper, when they have that case."""
+    cases = case_split(scored, lean)
+    lean_of = (scored["r_f"] - 0.5).abs()
+    preferred = scored["strategy"].eq("naturally-sourced")
+    picked = []
+    for case, pick in (("text and logits", "idxmax"), ("logits only", "idxmax"), ("neither", "idxmin")):
+        pool = lean_of[(cases == case) & preferred] if ((cases == case) & preferred).any() else lean_of[cases == case]
+        if not pool.empty:
+            picked.append(scored.loc[[getattr(pool, pick)()]].assign(case=case))
+    return pd.concat(picked) if picked else scored.iloc[:0].assign(case=[])
+
+
+def word_jsd_table(words: pd.DataFrame) -> pd.DataFrame:
+    """Every template word: feature, word, JSD, r^f, the leaning gender and its rank (1 = most biased) in its feature.
+
+    Examples:
+        >>> words = pd.DataFrame({"feature": ["colors"] * 3, "item": ["pink", "blue", "gray"],
+        ...                       "jsd": [0.3, 0.1, 0.2], "r_f": [0.9, 0.4, 0.5]})
+        >>> word_jsd_table(words)[["word", "leaning", "rank"]].values.tolist()
+        [['pink', 'female', 1], ['gray', 'male', 2], ['blue', 'male', 3]]
+    """
+    require_columns(words, ["feature", "item", "jsd", "r_f"], "word table")
+    table = words[["feature", "item", "jsd", "r_f"]].rename(columns={"item": "word"})
+    table = table.assign(leaning=np.where(table["r_f"] > 0.5, "female", "male"))
+    table["rank"] = table.groupby("feature", sort=False)["jsd"].rank(ascending=False, method="first").astype(int)
+    order = {f: i for i, f in enumerate(table["feature"].unique())}
+    return table.sort_values(["feature", "rank"], key=lambda c: c.map(order) if c.name == "feature" else c,
+                             ignore_index=True)
+
+
+def most_least_biased(scored: pd.DataFrame, k: int = 3, strategy: str = "template-based") -> pd.DataFrame:
+    """Per feature of ``strategy``, the ``k`` probes with the highest and lowest JSD (Section 4.3).
+
+    Examples:
+        >>> scored = pd.DataFrame({"strategy": "template-based", "feature": ["colors"] * 3,
+        ...                        "item": ["pink", "blue", "gray"], "jsd": [0.3, 0.1, 0.2], "r_f": [0.9, 0.4, 0.5]})
+        >>> most_least_biased(scored, k=1)[["feature", "end", "item"]].values.tolist()
+        [['colors', 'most biased', 'pink'], ['colors', 'least biased', 'blue']]
+    """
+    chosen = scored[scored.strategy == strategy]
+    if chosen.empty:
+        raise ValueError(f"No {strategy} probes were scored.")
+    parts = []
+    for feature, group in chosen.groupby("feature", sort=False):
+        ordered = group.sort_values("jsd", ascending=False)
+        n_least = min(k, max(len(group) - k, 0))  # the two ends never share a probe
+        parts += [ordered.head(k).assign(end="most biased"),
+                  ordered.iloc[len(group) - n_least:][::-1].assign(end="least biased")]
+    return pd.concat(parts, ignore_index=True)[["feature", "end", "item", "jsd", "r_f"]]
+
+
+def headline_table(scored: pd.DataFrame, n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """R_f, jsd and gendered_share over all probes, with percentile-bootstrap 95% intervals over probes.
+
+    gendered_share is the share of continuations labelled female, male or mixed (NaN without
+    generation, e.g. for a masked LM).
+    """
+    require_columns(scored, SCORED_COLUMNS, "scored probe table")
+    return bootstrap(_statistics(scored), len(scored), n_resamples=n_resamples, seed=seed)
+
+
+def _group_rows(scored: pd.DataFrame, n_resamples: int, seed: int) -> list[dict]:
+    rows = []
+    for strategy, group in scored.groupby("strategy", sort=False):
+        table = headline_table(group.reset_index(drop=True), n_resamples, seed)
+        for name, metric in (("R_f", "R_f_by_strategy"), ("jsd", "mean_jsd_by_strategy"),
+                             ("gendered_share", "gendered_share_by_strategy")):
+            rows.append({"item": strategy, "metric": metric, "level": "group", "group": strategy,
+                         "n": len(group), **table.loc[name].to_dict()})
+        if "label" in group:
+            rows += [{"item": strategy, "metric": f"share_{label}", "level": "group", "group": strategy,
+                      "n": len(group), "value": float((group["label"] == label).mean())} for label in LABELS]
+    return rows
+
+
+def tidy_results(scored: pd.DataFrame, words: pd.DataFrame, n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """The chapter's result rows: ``item, metric, value, level, group, n, ci_low, ci_high``.
+
+    - headline (item "all"): R_f, jsd, gendered_share over all probes (:func:`headline_table`);
+    - group: one ``jsd`` row per occupation (group = the occupation, from ``words``, the
+      per-word scoring of :func:`fairnb.probing.run.score_words`; the comparison page
+      correlates it with chapters 1 and 3), ``word_jsd`` for the other feature words
+      (group = the word), and per strategy (group = the strategy) ``R_f_by_strategy``,
+      ``mean_jsd_by_strategy``, ``gendered_share_by_strategy`` with intervals and ``share_<label>``;
+    - item (item = the probe sentence, group = its strategy): ``r_f`` and ``jsd``.
+    """
+    headline = headline_table(scored, n_resamples, seed)
+    rows = [{"item": "all", "metric": name, "level": "headline", "group": "all", "n": len(scored),
+             **headline.loc[name].to_dict()} for name in ("R_f", "jsd", "gendered_share")]
+    rows += _group_rows(scored, n_resamples, seed)
+    require_columns(words, ["feature", "item", "jsd"], "word table")
+    words = words.drop_duplicates(["feature", "item"])
+    rows += [{"item": w.item, "metric": "jsd" if w.feature == "occupations" else "word_jsd", "level": "group",
+              "group": w.item, "n": 1, "value": float(w.jsd), "feature": w.feature} for w in words.itertuples()]
+    items = scored.melt(id_vars=["strategy", "sentence"], value_vars=["r_f", "jsd"], var_name="metric")
+    rows += [{"item": r.sentence, "metric": r.metric, "level": "item", "group": r.strategy, "n": 1,
+              "value": float(r.value)} for r in items.itertuples()]
+    columns = ["item", "metric", "value", "level", "group", "n", "ci_low", "ci_high", "feature"]
+    return pd.DataFrame(rows).reindex(columns=columns)
+
+
+def summary(scored: pd.DataFrame, words: pd.DataFrame, model: str) -> str:
+    """The chapter's findings in Markdown, every number computed from ``scored`` and ``words``.
+
+    Examples:
+        >>> scored = pd.DataFrame({"strategy": ["t", "n"], "sentence": ["a", "b"], "r_f": [0.8, 0.4],
+        ...     "p_female": [np.array([0.4, 0.4]), np.array([0.2, 0.2])],
+        ...     "p_male": [np.array([0.1, 0.1]), np.array([0.3, 0.3])], "jsd": [0.0, 0.0],
+        ...     "label": ["female", "neutral"]})
+        >>> words = pd.DataFrame({"feature": ["colors"] * 2, "item": ["pink", "gray"], "jsd": [0.3, 0.1],
+        ...                       "r_f": [0.9, 0.4]})
+        >>> first = summary(scored, words, "tiny").splitlines()[0]
+        >>> first[:61]
+        'On **tiny**, 2 probes put on average **60%** of the paired pr'
+        >>> first[-85:]
+        'parity is 0.5); the mean JSD is **0** and **50%** of the continuations name a gender.'
+    """
+    head = headline_table(scored, n_resamples=1).value
+    share = "" if np.isnan(head["gendered_share"]) else (
+        f" and **{head['gendered_share']:.0%}** of the continuations name a gender")
+    lines = [f"On **{model}**, {len(scored)} probes put on average **{head['R_f']:.0%}** of the paired pronouns' "
+             f"next-word probability on the female words (R^f = {head['R_f']:.3g}; parity is 0.5); "
+             f"the mean JSD is **{head['jsd']:.3g}**{share}.", ""]
+    for strategy, row in strategy_table(scored).iterrows():
+        text = f"- {strategy} ({int(row.probes)} probes): R^f = {row.R_f:.2f}, mean JSD = {row.jsd:.3f}"
+        if "female" in row:
+            text += f"; continuations female {row.female:.0%}, male {row.male:.0%}, neutral {row.neutral:.0%}"
+        lines.append(text + ".")
+    top = word_jsd_table(words).query("rank == 1")
+    ends = (f"{r.feature}: *{r.word}* (JSD {r.jsd:.3f}, leans {r.leaning})" for r in top.itertuples())
+    lines += ["", "The most biased word of each feature list: " + ", ".join(ends) + "."]
+    return "\n".join(lines)
