@@ -307,3 +307,22 @@ def test_book_toc_one_entry_per_chapter_with_models_below(workspace, tmp_path):
     assert "[tiny-b](../tiny-b/01_scores.ipynb)" in (runs / "chapters" / "01_scores.md").read_text()
     with pytest.raises(ValueError, match="must lie inside the book folder"):
         book.book_toc(tmp_path / "elsewhere", root)
+
+
+@pytest.mark.parametrize("notebook", sorted((Path(fairnb.__file__).parents[1] / "notebooks").glob("*.ipynb")),
+                         ids=lambda p: p.stem)
+def test_papermill_reads_every_declared_parameter_quietly(notebook, caplog):
+    """papermill's own parser sees each parameter the runner checks names against, with no warning.
+
+    A comment holding ``=`` or an annotation papermill cannot read makes it log "Unable to parse
+    line" in every run, and the parameter looks unknown to it.
+    """
+    from papermill.translators import PythonTranslator
+
+    from fairnb.report.parameters import declared_parameters
+
+    cell = next(c for c in nbformat.read(notebook, as_version=4).cells if "parameters" in c.metadata.get("tags", []))
+    with caplog.at_level("WARNING", logger="papermill"):
+        seen = [p.name for p in PythonTranslator.inspect(cell)]
+    assert seen == declared_parameters(notebook)
+    assert not [r.getMessage() for r in caplog.records]
