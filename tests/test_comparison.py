@@ -83,3 +83,10 @@ def test_rank_correlation_needs_three_models(tmp_path):
     rho = comparison.rank_correlations(three)
     assert rho.loc["bvf:R", "ucerf:ucerf"] == pytest.approx(1.0)  # both grow with the model index here
     assert "Across 3 models" in comparison.across_models_sentence(three, rho)
+
+
+def test_an_occupation_scored_twice_by_one_chapter_is_an_error_not_an_average():
+    rows = pd.DataFrame({"model": "m", "chapter": "probing", "metric": "jsd", "level": "group",
+                         "group": ["nurse", "Nurse"], "value": [0.1, 0.5]})
+    with pytest.raises(ValueError, match="Chapter 'probing' gives occupation 'nurse' 2 scores for model m"):
+        comparison.occupation_scores(rows)

@@ -27,6 +27,8 @@ MIN_MODELS_FOR_RANKS = 3
 MIN_OCCUPATIONS = 3
 # The per-occupation score of each chapter that scores occupations: chapter key -> group-level metric.
 OCCUPATION_SCORES = {"bvf": "r", "probing": "jsd", "ucerf": "ucerf"}
+# Chapter 1 scores occupations on every topic (gender, race, ...); chapters 2 and 3 on gender only.
+OCCUPATION_TOPIC = "gender"
 
 
 def significant(value: float, digits: int = 3) -> str:
@@ -169,14 +171,33 @@ def normalise_occupation(name: str) -> str:
 
 
 def occupation_scores(results: pd.DataFrame) -> pd.DataFrame:
-    """Per model and normalised occupation, each chapter's per-occupation score (chapters as columns)."""
+    """Per model and normalised occupation, each chapter's per-occupation score (chapters as columns).
+
+    Rows with a ``topic`` (chapter 1 scores every topic) count only for the gender topic, the one
+    chapters 2 and 3 measure. A chapter that gives an occupation two scores is an error, never averaged.
+
+    Examples:
+        >>> rows = pd.DataFrame({"model": "m", "chapter": ["bvf", "bvf", "ucerf"], "metric": ["r", "r", "ucerf"],
+        ...                      "level": "group", "group": ["Nurse", "nurse", "nurse"], "value": [0.2, 0.9, 0.8],
+        ...                      "topic": ["gender", "race", None]})
+        >>> occupation_scores(rows).to_dict("records")
+        [{'model': 'm', 'occupation': 'nurse', 'bvf': 0.2, 'probing': nan, 'ucerf': 0.8}]
+    """
     if "group" not in results.columns or "level" not in results.columns:
         return pd.DataFrame(columns=["model", "occupation", *OCCUPATION_SCORES])
+    topic = results["topic"] if "topic" in results.columns else pd.Series(None, index=results.index, dtype=object)
     chosen = pd.concat([results[(results["chapter"] == key) & (results["metric"] == metric)
-                                & (results["level"] == "group")] for key, metric in OCCUPATION_SCORES.items()])
+                                & (results["level"] == "group") & (topic.isna() | (topic == OCCUPATION_TOPIC))]
+                        for key, metric in OCCUPATION_SCORES.items()])
     chosen = chosen.assign(model=chosen["model"].map(model_label), occupation=chosen["group"].map(normalise_occupation),
                            value=chosen["value"].astype(float))
-    table = chosen.pivot_table(index=["model", "occupation"], columns="chapter", values="value", aggfunc="mean")
+    repeated = chosen[chosen.duplicated(["model", "chapter", "occupation"], keep=False)]
+    if len(repeated):
+        first = repeated.iloc[0]
+        raise ValueError(f"Chapter {first['chapter']!r} gives occupation {first['occupation']!r} "
+                         f"{int(((repeated['chapter'] == first['chapter']) & (repeated['occupation'] == first['occupation'])).sum())} "
+                         f"scores for model {first['model']}; a per-occupation score is one row.")
+    table = chosen.pivot_table(index=["model", "occupation"], columns="chapter", values="value", aggfunc="first")
     table = table.reindex(columns=list(OCCUPATION_SCORES)).reset_index()
     table.columns.name = None
     return table
