@@ -10,15 +10,16 @@ from __future__ import annotations
 import importlib
 import warnings
 
-from fairnb.models.names import model_slug
+# tqdm.auto (used inside transformers) warns in every notebook that lacks ipywidgets; set before
+# anything below can import it.
+warnings.filterwarnings("ignore", message="IProgress not found")
+
+from fairnb.models.names import model_slug  # noqa: E402
 
 __version__ = "0.2.0"
 __all__ = ["LanguageModel", "load_model", "model_slug", "chapters", "chapter", "__version__"]
 
 METHOD_PACKAGES = ("bvf", "probing", "ucerf", "group_fairness", "certification")
-
-# tqdm.auto (used inside transformers) warns in every notebook that lacks ipywidgets.
-warnings.filterwarnings("ignore", message="IProgress not found")
 
 
 def chapters() -> list:

@@ -326,3 +326,20 @@ def test_papermill_reads_every_declared_parameter_quietly(notebook, caplog):
         seen = [p.name for p in PythonTranslator.inspect(cell)]
     assert seen == declared_parameters(notebook)
     assert not [r.getMessage() for r in caplog.records]
+
+
+def test_progress_of_a_heavy_step_reaches_the_run_log_and_leaves_the_page(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "PROGRESS_POLL_S", 0.2)
+    source = tmp_path / "heavy.ipynb"
+    nbformat.write(new_notebook(cells=[
+        new_markdown_cell("# Heavy"),
+        new_code_cell("import sys, time\nfrom fairnb.models.batching import Progress\n"
+                      "progress = Progress(total=4, what='scoring', every_s=0)\n"
+                      "for _ in range(4):\n    progress.update(1)\nprint('a real warning', file=sys.stderr)"),
+        new_code_cell("time.sleep(3)")]), source)
+    seen: list[str] = []
+    page = runner.execute_notebook(source, tmp_path / "out" / "heavy.ipynb", on_progress=seen.append)
+    assert seen and seen[-1].startswith("scoring: 4 / 4 rows (100%)")
+    stderr = [o.text for c in nbformat.read(page, as_version=4).cells if c.cell_type == "code"
+              for o in c.outputs if o.get("name") == "stderr"]
+    assert stderr == ["a real warning\n"]

@@ -14,12 +14,13 @@ import json
 import logging
 import os
 import re
+import threading
 import time
 import warnings
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import nbformat
 import pandas as pd
@@ -40,6 +41,9 @@ EXECUTORS = ("local", "dask")
 # reader; errors in cells still reach the notebook and the summary.
 KERNEL_QUIET = ["--IPKernelApp.log_level=CRITICAL"]
 STALE_SECONDS = 3600  # a temporary not written to for this long belongs to a run that died
+# A line of fairnb.models.batching.Progress, which the heavy steps of a page write to stderr.
+PROGRESS_LINE = re.compile(r"^[^\n]*: [\d,]+ / [\d,]+ rows \(.*$", re.M)
+PROGRESS_POLL_S = 5.0  # how often the runner reads the running page's saved progress
 
 
 class _QuietParameters(logging.Filter):
@@ -60,14 +64,60 @@ def record_path(output: Path) -> Path:
     return output.with_name(output.stem + ".run.json")
 
 
+def _stream_text(output: dict) -> str:
+    text = output.get("text", "")
+    return text if isinstance(text, str) else "".join(text)
+
+
+def latest_progress(path: str | Path) -> str | None:
+    """The last progress line a running page has saved so far (papermill saves it as cells run).
+
+    None before the first line, or when the file is missing or caught half-written.
+    """
+    try:
+        cells = json.loads(Path(path).read_text(encoding="utf-8"))["cells"]
+    except (OSError, ValueError, KeyError):
+        return None
+    lines = PROGRESS_LINE.findall("".join(_stream_text(output) for cell in cells
+                                          for output in cell.get("outputs", []) if output.get("name") == "stderr"))
+    return lines[-1] if lines else None
+
+
+@contextmanager
+def watching_progress(path: Path, report: Callable[[str], None] | None) -> Iterator[None]:
+    """While the body runs, call ``report`` with each new progress line of the page at ``path``."""
+    if report is None:
+        yield
+        return
+    stop = threading.Event()
+
+    def poll() -> None:
+        last = None
+        while not stop.wait(PROGRESS_POLL_S):
+            line = latest_progress(path)
+            if line and line != last:
+                report(line)
+                last = line
+
+    thread = threading.Thread(target=poll, name="fairnb-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
 def execute_notebook(source: str | Path, output: str | Path, parameters: dict | None = None,
                      cwd: str | Path | None = None, timeout: int | None = None, *,
-                     title_suffix: str | None = None) -> Path:
+                     title_suffix: str | None = None, on_progress: Callable[[str], None] | None = None) -> Path:
     """Run ``source`` with papermill, injecting ``parameters``; the result lands at ``output``.
 
     The executed notebook is written to a temporary file first and renamed on success, so
     ``output`` exists only for a finished run; on failure the partly executed notebook is kept
-    as ``NN_name.failed.ipynb``. The injected-parameters cell is tagged ``remove-cell``;
+    as ``NN_name.failed.ipynb``. The injected-parameters cell is tagged ``remove-cell`` and the
+    progress lines of heavy steps are taken out of the page (:func:`finish_page`); while it runs,
+    ``on_progress`` gets each new progress line (rows done / total, rate, ETA).
     ``title_suffix`` is appended to the first markdown heading (see :func:`retitle`).
     """
     import papermill
@@ -76,7 +126,7 @@ def execute_notebook(source: str | Path, output: str | Path, parameters: dict | 
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
     try:
-        with warnings.catch_warnings():  # the temporary's name ends in .tmp, which papermill warns about
+        with warnings.catch_warnings(), watching_progress(tmp, on_progress):  # the name ends in .tmp: papermill warns
             warnings.filterwarnings("ignore", message="The specified file .* does not end in one of")
             papermill.execute_notebook(
                 str(source), str(tmp), parameters=parameters or {}, cwd=str(cwd or REPO_ROOT),
@@ -104,15 +154,25 @@ def notebook_title(path: str | Path) -> str | None:
 
 
 def finish_page(path: str | Path, suffix: str | None, fallback: str) -> None:
-    """Hide papermill's injected cell and retitle (see :func:`retitle`) an executed notebook, in place."""
+    """Hide papermill's injected cell, drop progress lines and retitle (see :func:`retitle`) a page, in place."""
     notebook = nbformat.read(path, as_version=4)
     for cell in notebook.cells:
         tags = cell.metadata.setdefault("tags", [])
         if "injected-parameters" in tags and "remove-cell" not in tags:
             tags.append("remove-cell")  # the run card shows the values the page ran with
+        if cell.cell_type == "code":
+            cell.outputs = [output for output in map(_without_progress, cell.outputs) if output is not None]
     if suffix:
         retitle(notebook, suffix, fallback)
     nbformat.write(notebook, path)
+
+
+def _without_progress(output):
+    """A stderr output without its progress lines (None when nothing else is left); others as they are."""
+    if output.get("name") != "stderr":
+        return output
+    text = re.sub(r"\n{2,}", "\n", PROGRESS_LINE.sub("", _stream_text(output))).lstrip("\n")
+    return nbformat.v4.new_output("stream", name="stderr", text=text) if text.strip() else None
 
 
 def retitle(notebook, suffix: str, fallback: str) -> None:
@@ -285,15 +345,20 @@ def failure_reason(error: BaseException) -> str:
 
 
 def run_pair(pair: Pair, parameters: dict | None = None, cwd: str | Path | None = None,
-             timeout: int | None = None, results: str | Path | None = None, why: str = "") -> PairResult:
-    """Execute one pair, injecting ``parameters`` and ``model``; a failing notebook is reported, not raised."""
+             timeout: int | None = None, results: str | Path | None = None, why: str = "",
+             on_progress: Callable[[str], None] | None = None) -> PairResult:
+    """Execute one pair, injecting ``parameters`` and ``model``; a failing notebook is reported, not raised.
+
+    ``on_progress`` gets the progress lines of the page's heavy steps (see :func:`execute_notebook`).
+    """
     label = model_label(pair.model)
     if results is not None:
         os.environ["FAIRNB_RESULTS"] = str(results)  # the kernel inherits it
     parameters = {**(parameters or {}), "model": pair.model}
     start = time.perf_counter()
     try:
-        execute_notebook(pair.source, pair.output, parameters, cwd, timeout, title_suffix=f" — {label}")
+        execute_notebook(pair.source, pair.output, parameters, cwd, timeout, title_suffix=f" — {label}",
+                         on_progress=on_progress)
     except Exception as error:  # one failing pair never stops the others
         kept = failed_path(pair.output)
         return PairResult(label, pair.chapter, "failed", time.perf_counter() - start,
@@ -346,8 +411,10 @@ def run_pairs(pairs: Sequence[Pair], parameters: dict | None = None, *, cwd: str
     if executor == "local":
         progress = tqdm(pending, desc="notebooks", unit="pair")
         for index, pair, why, share in progress:
-            progress.set_postfix_str(f"{model_label(pair.model)} × {pair.chapter}")
-            outcome[index] = run_pair(pair, share, **arguments, why=why)
+            page = f"{model_label(pair.model)} × {pair.chapter}"
+            progress.set_postfix_str(page)
+            outcome[index] = run_pair(pair, share, **arguments, why=why,
+                                      on_progress=lambda line, page=page: progress.set_postfix_str(f"{page}: {line}"))
     else:
         outcome.update(_run_on_dask(pending, arguments, scheduler, workers))
     frame = pd.DataFrame([asdict(outcome[i]) for i in range(len(pairs))],
