@@ -38,7 +38,7 @@ from fairnb.models.names import model_slug  # noqa: E402
 from fairnb.models.served_spec import parse_spec, spec_text  # noqa: E402
 from fairnb.report import runner  # noqa: E402
 from fairnb.report.display import run_card_table  # noqa: E402
-from fairnb.results import write_results  # noqa: E402
+from fairnb.results import read_results, write_results  # noqa: E402
 from tiny_models import build_tiny_gpt2  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
@@ -356,3 +356,13 @@ def test_the_api_key_is_sent_but_never_written(mini, tmp_path, monkeypatch, capl
     written = [p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()]
     assert written and not any(KEY.encode() in blob for blob in written)
     assert KEY not in caplog.text + repr(served) + str(refused.value) + run_card_table(model=spec).to_string()
+
+
+def test_chapter_4_runs_end_to_end_on_the_served_model(transformers_server, tmp_path):
+    served = f"openai:tiny@{transformers_server}"
+    pairs = runner.plan_pairs([served], [1, 4], runner.available_pages(), tmp_path / "runs")
+    summary = runner.run_pairs(pairs, {"limit": 1, "alternative_tasks_per_dimension": 1, "gf_think_per_dimension": 0},
+                               results=tmp_path / "results", timeout=120)
+    assert summary["status"].tolist() == ["skipped", "done"], summary["reason"].tolist()
+    results = read_results(tmp_path / "results")
+    assert set(results["model"]) == {served} and (results["level"] == "headline").sum() == 3
