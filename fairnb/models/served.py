@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import os
 import random
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -227,7 +226,6 @@ class ServedModel:
         first failure cancels the requests not yet sent and is raised.
         """
         progress, out = Progress(len(requests), what), [None] * len(requests)
-        lock = threading.Lock()
 
         def one(index: int) -> tuple[int, Any, bool]:
             computed = []
@@ -240,9 +238,8 @@ class ServedModel:
             try:
                 for future in as_completed(futures):
                     index, value, cached = future.result()
-                    with lock:
-                        out[index] = value
-                        progress.update(1, cached=cached)
+                    out[index] = value
+                    progress.update(1, cached=cached)
             except BaseException:
                 for future in futures:
                     future.cancel()
