@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
 
+from fairnb.models.capabilities import CAPABILITIES
+
 DIRECTIONS = ("higher is fairer", "lower is fairer", "nearer 0.5 is fairer")
 LEVELS = ("headline", "group", "item")
-CAPABILITIES = ("scores", "generate", "embeddings")
 
 
 @dataclass(frozen=True)

