@@ -3,6 +3,7 @@ the direction a fine-tune moves next-word probabilities, the cache, and the name
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -87,7 +88,7 @@ def test_a_variant_loads_by_name_and_its_cache_entry_is_reused(tunable_gpt2, mon
     report = tuning.tuning_report(folder)
     assert report["variant"] == "counterfactual" and report["sentences"] == len(tuning.training_sentences("counterfactual"))
     assert (report["rank"], report["alpha"], report["learning_rate"], report["batch_size"]) == (8, 16, 3e-4, 16)
-    stamp = (tuning.Path(folder) / "model.safetensors").stat().st_mtime_ns
+    stamp = (Path(folder) / "model.safetensors").stat().st_mtime_ns
 
     def no_training(*args, **kwargs):
         raise AssertionError("the cached variant was trained again")
@@ -95,7 +96,7 @@ def test_a_variant_loads_by_name_and_its_cache_entry_is_reused(tunable_gpt2, mon
     monkeypatch.setattr(tuning, "_train", no_training)
     again = load_model(name, device="cpu", use_cache=False)
     assert again.model.name_or_path == folder and again.fingerprint == first.fingerprint
-    assert (tuning.Path(folder) / "model.safetensors").stat().st_mtime_ns == stamp
+    assert (Path(folder) / "model.safetensors").stat().st_mtime_ns == stamp
     assert first.fingerprint != load_model(str(tunable_gpt2), device="cpu", use_cache=False).fingerprint
     assert first.is_chat  # the tiny tokenizer has a chat template; the variant keeps it
 
