@@ -493,5 +493,5 @@ def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path, preset):
     assert sorted(occupations["group"]) == ["accountant", "administrator", "advisor"]
     assert headline.at["R", "value"] == pytest.approx(occupations["value"].mean())
     text = out.read_text()
-    assert "is not available here, so it is skipped" in text  # the tiny model has no fine-tuned variant
+    assert "+stereotyped" in text and "R^b" in text  # the tiny model fine-tuned and scored before and after
     assert "R = " in text and "±" in text

@@ -16,10 +16,11 @@ from fairnb.bvf.metrics import (bootstrap_risk, category_probabilities, coverage
                                 distribution_summary, largest_criterion, reference_models, reference_risks,
                                 regress_on_statistic, risk, risk_table, stereotype, tolerance_bounds)
 from fairnb.bvf.mining import load_pipeline, mine_templates
-from fairnb.bvf.run import attribute_probabilities, bounded_word_probs, variant_risks
+from fairnb.bvf.run import attribute_probabilities, bounded_word_probs, compare_variants, variant_risks
 from fairnb.bvf.tables import (bounds_table, mean_stereotypes, regression_table, results_table, risk_by_norm,
-                               significant, summary, total_bounds)
+                               significant, summary, total_bounds, variant_summary)
 from fairnb.contract import Chapter, Headline
+from fairnb.models.names import VARIANTS
 
 CHAPTER = Chapter(
     number=1,
@@ -43,7 +44,6 @@ PRESETS = {
     "paper": {"limit": None, "topics": list(TOPICS), "k": float("inf"), "tolerance": 0.0, "coverage": 1.0,
               "n_resamples": 1000},
 }
-VARIANTS = ("stereotyped", "counterfactual")
 
 __all__ = [
     "CHAPTER", "PRESETS", "VARIANTS", "TOPICS",
@@ -52,7 +52,7 @@ __all__ = [
     "stereotype", "criterion", "risk", "risk_table", "reference_models", "reference_risks",
     "category_probabilities", "largest_criterion", "tolerance_bounds", "coverage_bounds", "bootstrap_risk",
     "distribution_summary", "regress_on_statistic",
-    "attribute_probabilities", "bounded_word_probs", "variant_risks",
+    "attribute_probabilities", "bounded_word_probs", "variant_risks", "compare_variants", "variant_summary",
     "results_table", "summary", "risk_by_norm", "regression_table", "significant", "bounds_table", "total_bounds",
     "mean_stereotypes",
     "mine_templates", "load_pipeline",

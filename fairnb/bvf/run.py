@@ -146,3 +146,17 @@ def variant_risks(base: str, variants: Sequence[str], load: Callable[[str], Lang
             continue
         rows[name] = risk_table(attribute_probabilities(lm, groups, templates, categories), k=k)[1]
     return pd.DataFrame.from_dict(rows, orient="index", columns=["R", "R_b", "R_v"]), notes
+
+
+def compare_variants(lm: LanguageModel, variants: Sequence[str], groups: Sequence[str], templates: pd.DataFrame,
+                     categories: Mapping[str, Sequence[str]], k: float = np.inf) -> tuple[pd.DataFrame, list[str]]:
+    """:func:`variant_risks` of the loaded model ``lm`` and its variants, loaded onto ``lm``'s device.
+
+    A variant that has not been trained yet is fine-tuned first (minutes on a CPU; cached).
+    """
+    from fairnb.models import load_model
+
+    def load(name: str) -> LanguageModel:
+        return lm if name == lm.name else load_model(name, device=lm.device)
+
+    return variant_risks(lm.name, variants, load, groups, templates, categories, k=k)

@@ -171,3 +171,19 @@ def total_bounds(bounds: pd.DataFrame) -> dict[str, dict[str, float]]:
     """The ``total`` rows of :func:`bounds_table` as ``{topic: {R: ..., R_b: ..., R_v: ...}}``."""
     totals = bounds.xs("total", level="cause")
     return {topic: {m: float(row[f"± {m}"]) for m in RISKS} for topic, row in totals.iterrows()}
+
+
+def variant_summary(risks: pd.DataFrame, notes: Sequence[str] = ()) -> Markdown:
+    """One line per fine-tuned variant: how far it moved R, R^b, R^v from the base model (first row).
+
+    Examples:
+        >>> risks = pd.DataFrame({"R": [0.24, 0.28], "R_b": [0.18, 0.27], "R_v": [0.06, 0.01]},
+        ...                      index=["default", "default+stereotyped"])
+        >>> print(variant_summary(risks).data)
+        - **default+stereotyped**: R 0.24 → 0.28 (+0.04), R^b 0.18 → 0.27 (+0.09), R^v 0.06 → 0.01 (-0.05)
+    """
+    base = risks.iloc[0]
+    lines = [f"- **{name}**: " + ", ".join(
+        f"{metric.replace('_', '^')} {significant(base[metric])} → {significant(row[metric])} "
+        f"({row[metric] - base[metric]:+.2g})" for metric in RISKS) for name, row in risks.iloc[1:].iterrows()]
+    return Markdown("\n".join(lines + [f"- {note}" for note in notes]) or "No variant could be loaded.")

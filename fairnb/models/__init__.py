@@ -4,7 +4,9 @@
 embedded models) and loads them; :mod:`~fairnb.models.language_model` is the one model
 abstraction; :mod:`~fairnb.models.scoring` and :mod:`~fairnb.models.generation` compute,
 :mod:`~fairnb.models.batching` batches, chunks and reports progress, and
-:mod:`~fairnb.models.cache` keeps results on disk. Nothing here imports a method package.
+:mod:`~fairnb.models.cache` keeps results on disk, :mod:`~fairnb.models.tuning` builds the
+controlled LoRA variants ``<model>+stereotyped`` and ``<model>+counterfactual``. Nothing here
+imports a method package.
 """
 from fairnb.models.language_model import LanguageModel
 from fairnb.models.loading import load_model

@@ -86,6 +86,36 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
             os.remove(tmp)
 
 
+@contextmanager
+def atomic_folder(target: str | Path) -> Iterator[Path]:
+    """Yield an empty staging folder next to ``target``; rename it onto ``target`` on success.
+
+    A crash midway leaves no half-written ``target``; staging folders of killed processes are
+    removed once stale. If another process finished the same ``target`` first, its copy is kept.
+
+    Examples:
+        >>> import tempfile
+        >>> with atomic_folder(Path(tempfile.mkdtemp()) / "model") as staging:
+        ...     _ = (staging / "config.json").write_text("{}")
+        >>> sorted(p.name for p in staging.parent.iterdir())
+        ['model']
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale(target.parent, ".*.staging")
+    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".staging"))
+    try:
+        yield staging
+        make_shareable(staging)
+        try:
+            os.replace(staging, target)
+        except OSError:  # another process finished the same folder first
+            if not target.is_dir() or not any(target.iterdir()):
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 def atomic_write_text(target: str | Path, text: str) -> None:
     """Write ``text`` to ``target`` atomically."""
     with atomic_path(target) as tmp:

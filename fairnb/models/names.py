@@ -10,18 +10,54 @@ from fairnb.models.served_spec import is_served, served_slug
 EMBEDDED_MODELS = ("default", "gemma-3-270m")
 # Embedded base models: their GGUF carries a chat template, but they were never tuned on it.
 BASE_MODELS = ("gemma-3-270m",)
+# Controlled fine-tunes of any model, named "<model>+<variant>" (fairnb.models.tuning).
+VARIANTS = ("stereotyped", "counterfactual")
+
+
+def split_variant(name: str) -> tuple[str, str | None]:
+    """``"<model>+<variant>"`` -> ``(model, variant)``; any other name -> ``(name, None)``.
+
+    An existing path is never split, even when it holds a ``+``.
+
+    Examples:
+        >>> split_variant("default+stereotyped"), split_variant("gpt2")
+        (('default', 'stereotyped'), ('gpt2', None))
+        >>> split_variant("default+toxic")
+        Traceback (most recent call last):
+        ...
+        ValueError: Unknown variant 'toxic' in the model name 'default+toxic': the variants are 'stereotyped' and 'counterfactual' (e.g. 'default+stereotyped').
+    """
+    if "+" not in name or Path(name).expanduser().exists():
+        return name, None
+    base, variant = name.rsplit("+", 1)
+    if variant not in VARIANTS or not base:
+        raise ValueError(f"Unknown variant {variant!r} in the model name {name!r}: the variants are "
+                         f"{' and '.join(map(repr, VARIANTS))} (e.g. 'default+stereotyped')." if base else
+                         f"The model name {name!r} names a variant but no model before the '+' (e.g. 'default+{variant}').")
+    return base, variant
+
+
+def _split_quietly(name: str) -> tuple[str, str | None]:
+    """:func:`split_variant`, but a bad variant name stays a plain name (loading reports it)."""
+    try:
+        return split_variant(name)
+    except ValueError:
+        return name, None
 
 
 def model_slug(name: str) -> str:
     """File-system friendly model name (``org/model`` -> ``org__model``).
 
     A local path gets its stem and a short hash of its absolute path, so ``/a/m.gguf`` and
-    ``/b/m.gguf`` get different slugs.
+    ``/b/m.gguf`` get different slugs; a variant ``<model>+<variant>`` gets ``<model slug>__<variant>``.
 
     Examples:
-        >>> model_slug("HuggingFaceTB/SmolLM2-135M")
-        'HuggingFaceTB__SmolLM2-135M'
+        >>> model_slug("HuggingFaceTB/SmolLM2-135M"), model_slug("default+stereotyped")
+        ('HuggingFaceTB__SmolLM2-135M', 'default__stereotyped')
     """
+    base, variant = _split_quietly(name)
+    if variant:
+        return f"{model_slug(base)}__{variant}"
     if name in EMBEDDED_MODELS:
         return name
     if is_served(name):
@@ -37,8 +73,11 @@ def model_label(name: str) -> str:
     """How a model is named in titles and tables: an absolute path (see :func:`model_argument`) by its name.
 
     Examples:
-        >>> model_label("/models/tiny-gpt2"), model_label("/m/smol.gguf"), model_label("org/model")
-        ('tiny-gpt2', 'smol', 'org/model')
+        >>> model_label("/models/tiny-gpt2"), model_label("/m/smol.gguf"), model_label("/m/smol.gguf+counterfactual")
+        ('tiny-gpt2', 'smol', 'smol+counterfactual')
     """
+    base, variant = _split_quietly(name)
+    if variant:
+        return f"{model_label(base)}+{variant}"
     path = Path(name)
     return (path.stem if path.suffix == ".gguf" else path.name) if path.is_absolute() else name

@@ -29,7 +29,7 @@ from tqdm import tqdm
 import fairnb
 from fairnb.models.cache import atomic_write_text, cache_key
 from fairnb.models.capabilities import capabilities, describe_missing
-from fairnb.models.names import EMBEDDED_MODELS, model_label, model_slug
+from fairnb.models.names import EMBEDDED_MODELS, model_label, model_slug, split_variant
 from fairnb.models.served_spec import spec_text
 from fairnb.report.parameters import parameters_per_notebook
 
@@ -255,13 +255,22 @@ def parse_models(spec: Any) -> list[str]:
 
 
 def model_argument(name: str) -> str:
-    """The model name as the notebook gets it: local paths made absolute (notebooks run in the repo root)."""
+    """The model name as the notebook gets it: local paths made absolute (notebooks run in the repo root).
+
+    A variant keeps its suffix: ``m.gguf+stereotyped`` -> ``/abs/m.gguf+stereotyped``.
+    """
+    base, variant = split_variant(name)
+    if variant:
+        return f"{model_argument(base)}+{variant}"
     path = Path(name).expanduser()
     return str(path.resolve()) if name not in EMBEDDED_MODELS and path.exists() else name
 
 
 def model_fingerprint(model: str) -> str:
     """What identifies a model's files without loading it: name, or the local files' sizes and times."""
+    base, variant = split_variant(model)
+    if variant:
+        return f"{model_fingerprint(base)}+{variant}"
     path = Path(model)
     if model in EMBEDDED_MODELS or not path.exists():
         return model
