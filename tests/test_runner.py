@@ -85,9 +85,10 @@ def workspace(tmp_path_factory):
     for model in models:
         model.mkdir(parents=True)
     sys.path.insert(0, str(root))
+    real = fairnb.chapters
     import fake_run
+    fairnb.chapters = real  # importing fake_run replaced the registry; the patch below does it for this module only
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(fairnb, "chapters", fake_run.REAL)  # importing fake_run replaced it; patch restores on exit
         patch.setattr(fairnb, "chapters", lambda: fake_run.CHAPTERS)
         yield {"root": root, "notebooks": notebooks, "models": [str(m) for m in models],
                "script": str(root / "fake_run.py")}
