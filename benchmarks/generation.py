@@ -13,7 +13,8 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from fairnb.probing.run import probe_prompts, template_probes
+from fairnb.probing.data import template_probes
+from fairnb.probing.run import INSTRUCTION
 from fairnb.models.language_model import LanguageModel
 
 
@@ -25,7 +26,8 @@ def generation_prompts(n: int) -> list[str]:
         ['Complete the sentence: My friend is an attendant', 'Complete the sentence: My friend likes gold']
     """
     probes = template_probes()
-    return probe_prompts([probes.sentence.iloc[i] for i in np.linspace(0, len(probes) - 1, n).round().astype(int)])
+    chosen = np.linspace(0, len(probes) - 1, n).round().astype(int)
+    return [f"{INSTRUCTION}: {probes.sentence.iloc[i]}" for i in chosen]  # the paper's [I; x]
 
 
 def fairnb_generate(lm: LanguageModel, prompts: list[str], max_new_tokens: int, temperature: float,
