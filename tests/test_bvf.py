@@ -11,6 +11,7 @@ import torch
 from fairnb.bvf import data as probes
 from fairnb import bvf
 from fairnb.bvf import mining
+from bad_files import BAD_BODIES, assert_names_bad_file
 
 # --- metrics ---------------------------------------------------------------------------
 
@@ -495,3 +496,14 @@ def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path, preset):
     text = out.read_text()
     assert "+stereotyped" in text and "R^b" in text  # the tiny model fine-tuned and scored before and after
     assert "R = " in text and "±" in text
+
+
+@pytest.mark.parametrize("load, name", [(probes.load_occupations, "occupations.yaml"),
+                                        (probes.load_occupations, "occupations.txt"),
+                                        (probes.load_attribute_words, "words.csv"),
+                                        (probes.load_attribute_words, "words.yaml"),
+                                        (probes.load_group_statistics, "stats.tsv")])
+@BAD_BODIES
+def test_binary_data_files_are_one_sentence_with_their_path(tmp_path, load, name, body, message):
+    """A binary or non-UTF-8 word list, occupation list or statistics table names itself."""
+    assert_names_bad_file(load, tmp_path / name, body, message)

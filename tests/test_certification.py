@@ -15,6 +15,7 @@ from fairnb.certification import metrics, prefixes, run
 from fairnb.certification.data import (PivotSet, load_bold_pivots, load_decodingtrust_pivots, load_pivots,
                                        pivots_from_templates, select_pivots)
 from fairnb.contract import shipped_file
+from bad_files import BAD_BODIES, assert_names_bad_file
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "05_certification.ipynb"
 
@@ -454,3 +455,11 @@ def test_notebook_runs_on_tiny_model(preset, tiny_gpt2_path, tmp_path):
     assert ablated == set(parameters.get("ablations") or cert.PRESETS[preset]["ablations"])
     text = (tmp_path / "out.ipynb").read_text()
     assert "mean token norm 2.7" not in text and "A soft prefix is a" in text
+
+
+@pytest.mark.parametrize("load, name", [(load_bold_pivots, "profession_prompt.json"),
+                                        (load_decodingtrust_pivots, "stereotype.csv")])
+@BAD_BODIES
+def test_binary_prompt_files_are_one_sentence_with_their_path(tmp_path, load, name, body, message):
+    """A binary or non-UTF-8 BOLD/DecodingTrust file names itself, not a bare UnicodeDecodeError."""
+    assert_names_bad_file(load, tmp_path / name, body, message)

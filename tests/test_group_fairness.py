@@ -16,6 +16,7 @@ from fairnb.group_fairness.data import (GFairSchema, attributes_by_dimension, ho
                                         sample_triples, sbic_attributes, strip_group_rule, strip_group_spacy)
 from fairnb.group_fairness.run import (FINAL_TURN, generate_outputs, gf_think_comparison, parse_sentence, run_tasks,
                                        score_outputs, task_prompts)
+from bad_files import BAD_BODIES, assert_names_bad_file
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "04_group_fairness.ipynb"
 
@@ -340,3 +341,12 @@ def test_notebook_runs_on_tiny_model(tiny_gpt2_path, tmp_path, preset):
     assert {"gf_think", "gf_think_baseline", "grammar_correction", "situation_description"} <= set(results.task)
     assert {"scorer/toxicity", "scorer/negative_sentiment"} <= set(results.item)
     assert not results.duplicated(["item", "metric"]).any()
+
+
+@pytest.mark.parametrize("name", ["schema.yaml", "descriptors.json", "sbic.csv"])
+@BAD_BODIES
+def test_binary_data_files_are_one_sentence_with_their_path(tmp_path, name, body, message):
+    """A binary or non-UTF-8 schema, HolisticBias or SBIC file names itself."""
+    load = {"schema.yaml": load_schema, "descriptors.json": holisticbias_targets,
+            "sbic.csv": lambda p: sbic_attributes(p, nlp=None)}[name]
+    assert_names_bad_file(load, tmp_path / name, body, message)

@@ -219,6 +219,19 @@ def test_hub_id_while_offline_fails_fast_saying_so(monkeypatch):
     assert time.monotonic() - start < 5
 
 
+
+def test_hub_id_without_network_says_the_hub_cannot_be_reached(monkeypatch):
+    """Not offline by setting, but no network: the sentence says the hub cannot be reached."""
+    from fairnb.models import loading
+
+    def no_network(name, local_files_only=False, **kwargs):
+        raise OSError("We couldn't connect to 'https://huggingface.co' to load the files" if not local_files_only
+                      else f"{name} is not in the cache")
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(loading.AutoConfig, "from_pretrained", no_network)
+    with pytest.raises(ValueError, match=r"the Hugging Face hub cannot be reached \(offline\? HF_HUB_OFFLINE=1"):
+        load_model("some-org/not-downloaded-model")
+
 def with_generation_config(folder, tmp_path, **settings):
     """A copy of a model folder whose generation_config.json sets ``settings``."""
     from transformers import GenerationConfig

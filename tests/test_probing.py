@@ -15,6 +15,7 @@ from fairnb.probing import run as P
 from fairnb.probing import tables as T
 from fairnb.probing.metrics import (LABELS, attribute_shares, cooccurrence_ratio, gender_attribute_label,
                                     is_nonsense, jsd)
+from bad_files import BAD_BODIES, assert_names_bad_file
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "02_conditional_generation.ipynb"
 FEMALE, MALE = D.attribute_words()
@@ -503,3 +504,9 @@ def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path, preset):
     assert len(occupations) == 40 and occupations.group.is_unique
     assert {"template-based", "naturally-sourced"} <= set(results[results.metric == "mean_jsd_by_strategy"].group)
     assert (results.chapter == "probing").all()
+
+
+@BAD_BODIES
+def test_binary_feature_file_is_one_sentence_with_its_path(tmp_path, body, message):
+    """A binary or non-UTF-8 feature-list file names itself instead of raising UnicodeDecodeError."""
+    assert_names_bad_file(D.feature_lists, tmp_path / "features.yaml", body, message)

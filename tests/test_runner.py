@@ -84,6 +84,7 @@ def workspace(tmp_path_factory):
     models = [root / "models" / "tiny-a", root / "models" / "tiny-b"]
     for model in models:
         model.mkdir(parents=True)
+        (model / "config.json").write_text("{}")  # a model folder to the runner's check; never loaded
     sys.path.insert(0, str(root))
     real = fairnb.chapters
     import fake_run
@@ -157,10 +158,14 @@ def test_same_named_local_models_get_their_own_folders(tmp_path):
     (["--param", "limit=abc"], "not 'abc'"),
     (["--param", "limt=3"], "has a parameter 'limt': did you mean 'limit'?"),
     (["--chapters", "7"], "There is no chapter 7"),
+    (["--models", "{root}/no/such/model"], "not an existing .gguf file or model directory"),
+    (["--models", "{bad_gguf}"], "is not a GGUF model file: it does not start with the GGUF magic bytes."),
 ])
 def test_bad_input_is_one_sentence_and_exit_2_before_any_kernel(workspace, tmp_path, args, message):
     files = {"missing": tmp_path / "none.yaml", "bad_yaml": tmp_path / "bad.yaml",
-             "five_models": tmp_path / "five.yaml", "injection": tmp_path / "inject.yaml"}
+             "five_models": tmp_path / "five.yaml", "injection": tmp_path / "inject.yaml",
+             "bad_gguf": tmp_path / "m.gguf", "root": tmp_path}
+    files["bad_gguf"].write_bytes(b"not a model")
     files["bad_yaml"].write_text("models: [default\n")
     files["five_models"].write_text("models: 5\n")
     pwned = tmp_path / "pwned"

@@ -14,6 +14,7 @@ from fairnb import load_model
 from fairnb.models import loading, tuning
 from fairnb.models.cache import atomic_folder
 from fairnb.models.names import model_label, model_slug, split_variant
+from bad_files import assert_names_bad_file
 
 PROMPTS = ["The nurse said that", "The plumber said that"]
 
@@ -131,3 +132,11 @@ def test_atomic_folder_leaves_nothing_behind_on_failure(tmp_path):
             (staging / "config.json").write_text("{}")
             raise RuntimeError("killed midway")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("body", [b"\x00\x01PK\x03\x04" * 10, b"\xa1\xff\xfe" * 10], ids=["binary", "not-utf8"])
+def test_binary_recipe_is_one_sentence_with_its_path(tmp_path, body):
+    """A binary or non-UTF-8 recipe file names itself instead of raising UnicodeDecodeError or a YAML traceback."""
+    assert_names_bad_file(tuning.load_recipe, tmp_path / "recipe.yaml", body, "is not a YAML text file")
+    with pytest.raises(ValueError, match="does not exist"):
+        tuning.load_recipe(tmp_path / "missing.yaml")

@@ -51,10 +51,10 @@ def load_occupations(path: str | Path | None = None, limit: int | None = None) -
     """
     path = Path(path) if path else shipped_file("bvf", "occupations.yaml")
     if path.suffix in {".yaml", ".yml"}:
-        loaded = yaml.safe_load(path.read_text()) or {}
+        loaded = yaml.safe_load(read_text_file(path, "occupation list")) or {}
         names = loaded.get("occupations", []) if isinstance(loaded, dict) else loaded
     else:
-        names = [line.strip() for line in path.read_text().splitlines() if line.strip()]
+        names = [line.strip() for line in read_text_file(path, "occupation list").splitlines() if line.strip()]
     names = [str(n).strip() for n in names or [] if str(n).strip()]
     if not names:
         raise ValueError(f"{path} lists no occupations.")
@@ -79,14 +79,14 @@ def load_attribute_words(topic_or_path: str | Path) -> dict[str, list[str]]:
     """
     path = _shipped_or_user(topic_or_path, ".yaml")
     if path.suffix == ".csv":
-        table = pd.read_csv(path)
+        table = pd.read_csv(io.StringIO(read_text_file(path, "word list")))
         missing = {"category", "word"} - set(table.columns)
         if missing:
             raise ValueError(f"The word list {path} lacks the columns {sorted(missing)}.")
         categories = {str(c): [str(w) for w in g["word"]] for c, g in table.groupby("category", sort=False)}
         casing = "as_listed"
     else:
-        loaded = yaml.safe_load(path.read_text()) or {}
+        loaded = yaml.safe_load(read_text_file(path, "word list")) or {}
         categories = {str(c): [str(w) for w in ws or []] for c, ws in (loaded.get("categories") or {}).items()}
         casing = loaded.get("casing", "as_listed")
     if casing not in CASINGS:
@@ -279,7 +279,7 @@ def load_group_statistics(path: str | Path | None = None) -> pd.DataFrame:
         89.58
     """
     path = Path(path) if path else shipped_file("", "occupation_gender_stats.tsv")
-    table = pd.read_csv(path, sep="\t" if path.suffix in {".tsv", ".tab"} else ",", comment="#")
+    table = pd.read_csv(io.StringIO(read_text_file(path, "statistics table")), sep="\t" if path.suffix in {".tsv", ".tab"} else ",", comment="#")
     if "occupation" not in table.columns:
         raise ValueError(f"The statistics table {path} needs an 'occupation' column, got {list(table.columns)}.")
     return table

@@ -13,6 +13,7 @@ they mention. Sources:
 """
 from __future__ import annotations
 
+import io
 import json
 import string
 from dataclasses import dataclass
@@ -129,7 +130,7 @@ def load_bold_pivots(path: str | Path | None = None, groups: Sequence[str] = BOL
     groups = _check_groups(groups)
     _check_slots(instruction, ("group", "profession", "sentence"), "BOLD instruction")
     path = Path(path) if path is not None else shipped_file("certification", "bold_sample.json")
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = json.loads(read_text_file(path, "BOLD prompt file"))
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
         raise ValueError(f"{path} is not a BOLD prompt file: expected {{category: {{profession: [sentences]}}}}.")
     for name, categories in BOLD_OTHER_DOMAINS.items():
@@ -166,7 +167,7 @@ def load_decodingtrust_pivots(path: str | Path | None = None, groups: Sequence[s
     """
     groups = _check_groups(groups)
     path = Path(path) if path is not None else shipped_file("certification", "decodingtrust_sample.csv")
-    frame = pd.read_csv(path)
+    frame = pd.read_csv(io.StringIO(read_text_file(path, "DecodingTrust file")))
     missing = [c for c in DECODINGTRUST_COLUMNS if c not in frame.columns]
     if missing:
         raise ValueError(f"{path} lacks the DecodingTrust columns {missing}.")

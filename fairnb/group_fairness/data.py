@@ -15,6 +15,7 @@ dimension. The GFair files were never published, so the sources here are
 from __future__ import annotations
 
 import importlib.metadata
+import io
 import json
 import re
 import zlib
@@ -26,7 +27,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from fairnb.contract import shipped_file
+from fairnb.contract import read_text_file, shipped_file
 
 DIMENSIONS = {
     "AB": "Ability", "AG": "Age", "BT": "Body Type", "GS": "Gender and Sex", "NT": "Nationality",
@@ -109,7 +110,7 @@ def load_schema(path: str | Path | None = None) -> GFairSchema:
     path = Path(path) if path is not None else shipped_file("group_fairness", "schema.yaml")
     if not path.exists():
         raise ValueError(f"Schema file {path} does not exist.")
-    raw = yaml.safe_load(path.read_text()) or {}
+    raw = yaml.safe_load(read_text_file(path, "schema file")) or {}
     for code, entry in raw.items():
         if not isinstance(entry, dict) or not {"targets", "attributes"} <= set(entry):
             raise ValueError(f"Dimension {code!r} of {path} needs the keys 'targets' and 'attributes'.")
@@ -141,7 +142,7 @@ def holisticbias_targets(path: str | Path, axes: Mapping[str, str] = HOLISTICBIA
         >>> sorted(targets)
         ['AB', 'AG', 'BT', 'NT', 'RG', 'SO']
     """
-    raw = json.loads(Path(path).read_text())
+    raw = json.loads(read_text_file(path, "HolisticBias descriptors file"))
     if not isinstance(raw, dict):
         raise ValueError(f"{path} is not a HolisticBias descriptors file: expected an object of axes.")
     found = [axis for axis in raw if axis in axes]
@@ -259,7 +260,7 @@ def sbic_attributes(path: str | Path, nlp: Callable | str | None = "auto",
         >>> sorted(table.dimension.unique())
         ['AB', 'AG', 'BT', 'GS', 'NT', 'PI', 'RE', 'RG', 'SC', 'SO']
     """
-    frame = pd.read_csv(path)
+    frame = pd.read_csv(io.StringIO(read_text_file(path, "SBIC file")))
     missing = [c for c in SBIC_COLUMNS if c not in frame.columns]
     if missing:
         raise ValueError(f"{path} lacks the SBIC columns {missing}.")

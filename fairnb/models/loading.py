@@ -178,9 +178,11 @@ def _resolve_hub_id(name: str) -> Resolved:
         try:
             config = AutoConfig.from_pretrained(name)
         except Exception as err:  # noqa: BLE001 - any hub failure becomes one sentence
+            unreachable = re.search(r"connect|resolve '|Max retries|timed out", str(err), re.IGNORECASE)
             raise ValueError(
-                f"Unknown model {name!r}: it is not an embedded name {EMBEDDED_MODELS} or a local "
-                f"path, and the Hugging Face hub could not provide it ({type(err).__name__})."
+                f"Unknown model {name!r}: it is not an embedded name {EMBEDDED_MODELS} or a local path, and "
+                + ("the Hugging Face hub cannot be reached (offline? HF_HUB_OFFLINE=1 skips the hub)." if unreachable
+                   else f"the Hugging Face hub could not provide it ({type(err).__name__}).")
             ) from err
     return Resolved(name, str(getattr(config, "_commit_hash", None) or name))
 
@@ -221,6 +223,31 @@ def resolve(name: str) -> Resolved:
             "not an existing .gguf file or model directory, and not a valid hub id."
         )
     return _resolve_hub_id(name)
+
+
+def check_model(name: str) -> None:
+    """One sentence when ``name`` names no usable model, found without loading or converting it.
+
+    The runner calls it once per model before any kernel starts. Served models are not checked.
+
+    Examples:
+        >>> check_model("/no/such/model.gguf")
+        Traceback (most recent call last):
+        ...
+        ValueError: Unknown model '/no/such/model.gguf': it is not an embedded name ('default', 'gemma-3-270m'), not an existing .gguf file or model directory, and not a valid hub id.
+    """
+    if is_served(name):
+        return
+    base, _ = split_variant(name)
+    path = Path(base).expanduser()
+    if base in EMBEDDED_MODELS or (path.is_dir() and (path / "config.json").exists()):
+        return
+    if path.suffix == ".gguf" and path.is_file():
+        with open(path, "rb") as handle:
+            if handle.read(4) != b"GGUF":
+                raise ValueError(f"{path} is not a GGUF model file: it does not start with the GGUF magic bytes.")
+        return
+    resolve(base)
 
 
 def model_kind(config) -> str:

@@ -57,7 +57,13 @@ def load_recipe(path: str | Path | None = None) -> dict[str, Any]:
         ({'S': 'she', 'P': 'her'}, 10)
     """
     path = Path(path) if path else RECIPE
-    recipe = yaml.safe_load(path.read_text())
+    if not path.is_file():
+        raise ValueError(f"The tuning recipe {path} does not exist.")
+    try:
+        recipe = yaml.safe_load(path.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, yaml.YAMLError) as error:
+        why = getattr(error, "problem", None) or getattr(error, "reason", None) or type(error).__name__
+        raise ValueError(f"The tuning recipe {path} is not a YAML text file ({why}).") from None
     missing = [key for key in ("templates", "occupations", "pronouns", "endings") if not (recipe or {}).get(key)]
     if missing:
         raise ValueError(f"The tuning recipe {path} lacks {', '.join(missing)}.")

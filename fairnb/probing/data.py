@@ -71,7 +71,7 @@ def has_gendered_word(sentence: str) -> bool:
 
 def feature_lists(path: str | Path | None = None) -> dict[str, dict]:
     """Feature name -> ``{"template": ..., "words": [...]}``: fairnb's Section 6.3 lists or a YAML file."""
-    lists = yaml.safe_load(Path(path).read_text()) if path else _lexicon("features")
+    lists = yaml.safe_load(read_text_file(path, "feature list")) if path else _lexicon("features")
     for name, spec in lists.items():
         if not isinstance(spec, dict) or "[X]" not in str(spec.get("template", "")) or not spec.get("words"):
             raise ValueError(f"Feature {name!r} needs a template with an [X] slot and a non-empty word list.")

@@ -398,6 +398,9 @@ def run_pairs(pairs: Sequence[Pair], parameters: dict | None = None, *, cwd: str
     if "model" in parameters:
         raise ValueError("Choose models with --models (or 'models:' in the config), not as a parameter.")
     shares = parameters_per_notebook(parameters, dict.fromkeys(pair.source for pair in pairs))
+    from fairnb.models.loading import check_model  # transformers: imported only when pairs run
+    for model in dict.fromkeys(pair.model for pair in pairs):
+        check_model(model)  # a bad model is one sentence here, not a failure in every chapter's kernel
     clean_stale_temporaries(pairs)
     capabilities = {model: model_capabilities(model) for model in dict.fromkeys(p.model for p in pairs)}
     outcome: dict[int, PairResult] = {}
