@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -297,17 +298,23 @@ def test_comparison_page_runs_on_the_runs_results(first_run, tmp_path):
 def test_book_toc_one_entry_per_chapter_with_models_below(workspace, tmp_path):
     root = tmp_path / "book"
     runs = root / "runs"
-    for name in ("tiny-b/01_scores", "default/01_scores", "default/02_fragile", "comparison"):
+    for name in ("tiny-b/01_scores", "default/01_scores", "default/02_fragile", "comparison",
+                 "default/00_quickstart", "tiny-b/00_quickstart"):
         (runs / name).parent.mkdir(parents=True, exist_ok=True)
         (runs / f"{name}.ipynb").write_text("{}")
     toc = book.book_toc(runs, root)
     assert toc["root"] == "runs/intro"
-    chapters = toc["parts"][0]["chapters"]
+    start, chapters = toc["parts"][0]["chapters"], toc["parts"][1]["chapters"]
+    assert start == [{"file": "runs/default/00_quickstart", "title": "Quickstart",
+                      "sections": [{"file": "runs/tiny-b/00_quickstart", "title": "tiny-b"}]}]
+    listed = re.findall(r"'file': '([^']+)'", str(toc))
+    linked = re.findall(r"\[page\]\(([^)]+)\.ipynb\)", (runs / "intro.md").read_text())
+    assert linked and all(f"runs/{page}" in listed for page in linked)  # only pages in the toc get built
     assert [(c["file"], c["title"]) for c in chapters] == [("runs/chapters/01_scores", "1. Bias and volatility"),
                                                            ("runs/chapters/02_fragile", "2. Fragile")]
     assert chapters[0]["sections"] == [{"file": "runs/default/01_scores", "title": "default"},
                                        {"file": "runs/tiny-b/01_scores", "title": "tiny-b"}]
-    assert toc["parts"][1]["chapters"] == [{"file": "runs/comparison", "title": "Comparison"}]
+    assert toc["parts"][2]["chapters"] == [{"file": "runs/comparison", "title": "Comparison"}]
     intro = (runs / "intro.md").read_text()
     assert "| chapter | default | tiny-b |" in intro and "| 2. Fragile | [page](default/02_fragile.ipynb) | — |" in intro
     assert "[tiny-b](../tiny-b/01_scores.ipynb)" in (runs / "chapters" / "01_scores.md").read_text()

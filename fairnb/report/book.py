@@ -110,7 +110,9 @@ def book_toc(runs: str | Path, book_root: str | Path = REPO_ROOT) -> dict:
     pages = executed_pages(runs)
     parts = []
     if GETTING_STARTED[0] in pages:
-        parts.append({"caption": "Getting started", "chapters": [entry(pages[GETTING_STARTED[0]][0], GETTING_STARTED[1])]})
+        first, *others = pages[GETTING_STARTED[0]]  # the other models' quickstarts below it, so the intro's links resolve
+        start = {**entry(first, GETTING_STARTED[1]), **({"sections": [entry(p, page_model(p)) for p in others]} if others else {})}
+        parts.append({"caption": "Getting started", "chapters": [start]})
     chapters = [{**entry(landing_page(ch, pages[ch.number], runs), f"{ch.number}. {ch.title}"),
                  "sections": [entry(p, page_model(p)) for p in pages[ch.number]]}
                 for ch in fairnb.chapters() if ch.number in pages]
