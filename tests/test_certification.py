@@ -425,9 +425,6 @@ def test_bundled_decodingtrust_and_sources():
 
 # --- notebook -----------------------------------------------------------------------------
 
-
-# --- notebook -----------------------------------------------------------------------------
-
 @pytest.mark.parametrize("preset", ["quick", "paper"])
 def test_notebook_runs_on_tiny_model(preset, tiny_gpt2_path, tmp_path):
     from fairnb.report.runner import execute_notebook
@@ -455,6 +452,7 @@ def test_notebook_runs_on_tiny_model(preset, tiny_gpt2_path, tmp_path):
     assert ablated == set(parameters.get("ablations") or cert.PRESETS[preset]["ablations"])
     text = (tmp_path / "out.ipynb").read_text()
     assert "mean token norm 2.7" not in text and "A soft prefix is a" in text
+    assert "neutral_false_positive_rate" in text  # the regard scorer's agreement with the labelled sentences
 
 
 @pytest.mark.parametrize("load, name", [(load_bold_pivots, "profession_prompt.json"),
