@@ -222,6 +222,15 @@ def test_rerun_identity(first_run, workspace, tmp_path):
     assert record["parameters"]["limit"] == 2 and record["fairnb"] == fairnb.__version__
     assert outputs(out)["tiny-a/01_scores.ipynb"] > before["tiny-a/01_scores.ipynb"]
 
+    notebooks = tmp_path / "notebooks"
+    shutil.copytree(workspace["notebooks"], notebooks)
+    edited = nbformat.read(notebooks / "01_scores.ipynb", as_version=4)
+    edited.cells.append(new_markdown_cell("A paragraph added after the page ran."))
+    nbformat.write(edited, notebooks / "01_scores.ipynb")
+    code, printed, _ = cli_run("--models", models[0], "--chapters", "1", "--limit", "2", "--out", str(out),
+                               "--notebooks", str(notebooks), "--param", "fail_on=tiny-b")
+    assert code == 0 and "rerun: the notebook changed" in printed
+
 
 def test_models_lacking_a_capability_are_skipped_with_the_reason(workspace, tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "model_capabilities", lambda model: {"scores"})

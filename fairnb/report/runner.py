@@ -27,7 +27,7 @@ import pandas as pd
 from tqdm import tqdm
 
 import fairnb
-from fairnb.models.cache import atomic_write_text, cache_key
+from fairnb.models.cache import atomic_write_text, cache_key, file_sha256
 from fairnb.models.capabilities import capabilities, describe_missing
 from fairnb.models.names import EMBEDDED_MODELS, model_label, model_slug, split_variant
 from fairnb.models.served_spec import spec_text
@@ -316,9 +316,10 @@ def plan_pairs(models: Sequence[str], chapters: Sequence[int], pages: dict[int, 
 
 
 def run_record(pair: Pair, parameters: dict) -> dict:
-    """What a finished page was computed from: parameters, model fingerprint, fairnb version."""
+    """What a finished page was computed from: parameters, notebook, model fingerprint, fairnb version."""
     return {"parameters": json.loads(json.dumps({**parameters, "model": pair.model}, default=str)),
-            "model": model_fingerprint(pair.model), "fairnb": fairnb.__version__}
+            "notebook": file_sha256(pair.source)[:16], "model": model_fingerprint(pair.model),
+            "fairnb": fairnb.__version__}
 
 
 def rerun_reason(pair: Pair, record: dict) -> str | None:
@@ -334,6 +335,8 @@ def rerun_reason(pair: Pair, record: dict) -> str | None:
     changed = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
     if changed:
         return f"rerun: parameters changed ({', '.join(changed)})"
+    if stored.get("notebook") != record["notebook"]:
+        return "rerun: the notebook changed"
     if stored.get("model") != record["model"]:
         return "rerun: the model's files changed"
     if stored.get("fairnb") != record["fairnb"]:
