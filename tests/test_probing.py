@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-import os
 import warnings
 from pathlib import Path
 
@@ -478,22 +477,19 @@ def test_most_least_biased_keeps_the_ends_apart():
 
 
 @pytest.mark.parametrize("preset", ["quick", "paper"])
-def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path, preset):
+def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path, preset, monkeypatch):
     import nbformat
 
     from fairnb.report.runner import execute_notebook
 
     nbformat.validate(nbformat.read(NOTEBOOK, as_version=4))
     results_root = tmp_path / "results"
-    os.environ["FAIRNB_RESULTS"], previous = str(results_root), os.environ["FAIRNB_RESULTS"]
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            execute_notebook(NOTEBOOK, tmp_path / "out.ipynb",
-                             {"model": str(tiny_gpt2_path), "preset": preset, "limit": 4, "n_generated": 2,
-                              "max_new_tokens": 6, "n_resamples": 50}, cwd=tmp_path)
-    finally:
-        os.environ["FAIRNB_RESULTS"] = previous
+    monkeypatch.setenv("FAIRNB_RESULTS", str(results_root))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        execute_notebook(NOTEBOOK, tmp_path / "out.ipynb",
+                         {"model": str(tiny_gpt2_path), "preset": preset, "limit": 4, "n_generated": 2,
+                          "max_new_tokens": 6, "n_resamples": 50}, cwd=tmp_path)
     from fairnb.models.names import model_slug
 
     results = pd.read_parquet(results_root / model_slug(str(tiny_gpt2_path)) / "probing.parquet")

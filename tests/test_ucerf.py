@@ -551,22 +551,17 @@ def test_summary_says_mcq_is_meaningless_when_one_letter_dominates():
 
 
 @pytest.mark.parametrize("preset", ["quick", "paper"])
-def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path, preset):
-    import os
-
+def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path, preset, monkeypatch):
     from fairnb.models.names import model_slug
     from fairnb.report.runner import execute_notebook
 
     results_dir = tmp_path / "results"
-    os.environ["FAIRNB_RESULTS"], old = str(results_dir), os.environ["FAIRNB_RESULTS"]
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            execute_notebook(NOTEBOOK, tmp_path / "out.ipynb",
-                             {"model": str(tiny_gpt2_path), "preset": preset, "limit": 2, "n_resamples": 30},
-                             cwd=tmp_path)
-    finally:
-        os.environ["FAIRNB_RESULTS"] = old
+    monkeypatch.setenv("FAIRNB_RESULTS", str(results_dir))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        execute_notebook(NOTEBOOK, tmp_path / "out.ipynb",
+                         {"model": str(tiny_gpt2_path), "preset": preset, "limit": 2, "n_resamples": 30},
+                         cwd=tmp_path)
     results = pd.read_parquet(results_dir / model_slug(str(tiny_gpt2_path)) / "ucerf.parquet")
     headline = results[results["level"] == "headline"].set_index("metric")
     assert sorted(headline.index) == ["equalized_odds", "ucerf"]
