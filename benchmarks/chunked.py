@@ -1,19 +1,31 @@
-"""Issue 16: chunked, resumable generation at chapter-4 scale: prompts/s, peak RSS, resume after a kill.
+"""Issue 16: heavy steps at scale, chunked and resumable: prompts/s, peak RSS, resume after SIGKILL.
 
-Chapter 4's heavy step is one greedy answer of 32 new tokens per (dimension, target,
-attribute) data point, through the chat template (``group_fairness.generate_outputs``). Each
-measurement is a fresh subprocess (``worker``) on an empty output cache (the converted model is
-linked in), so peak RSS is that run's alone. The resume run is killed with SIGKILL by itself
-right after its ``kill_after``-th chunk is cached, then rerun: the rerun computes only the
-chunks the killed run had not finished.
+Two heavy steps, each the call a chapter makes:
 
-Run: ``python -m benchmarks.chunked --sizes 128 512 --resume-size 512`` (prints the measurements as JSON).
+- ``bvf``: chapter 1's exact scoring (``bvf.attribute_probabilities``, tolerance 0, the 78
+  gender words) of the ``n`` most frequent rows of a long-tailed template table
+  (:func:`benchmarks.bvf_scale.synthetic_templates`) for the first occupation(s);
+- ``ch4``: chapter 4's generation, one greedy 32-token chat answer per statement-organisation
+  prompt (every target of the shipped schema crossed with every attribute, shuffled).
+
+Every run is a fresh subprocess (``worker``) on an empty output cache that shares only the
+converted models, so its peak RSS and its work are its own. For each size a run kills itself
+with SIGKILL once half of its chunks are cached and the next chunk is computed but not yet
+cached (the worst moment: that chunk is lost), then the same command reruns on that cache. The
+reference is today's unchunked path (one chunk holding every row), uninterrupted, at the
+smallest size.
+
+Run: ``python -m benchmarks.chunked ch4 --sizes 1024 4096``; it rewrites the section
+"Chapter 4's generation at scale" of ``benchmarks/RESULTS.md``. Chapter 1's section is written
+by ``python -m benchmarks.bvf_scale``, which uses this harness.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import platform
+import re
 import resource
 import signal
 import subprocess
@@ -23,57 +35,94 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "benchmarks" / "RESULTS.md"
+CH4_SECTION = "## Chapter 4's generation at scale: chunked, resumable"
+MARK = "CHUNK "
+UNCHUNKED = 10**9
 
 
 def chapter4_prompts(n: int) -> list[str]:
-    """``n`` chapter-4 statement-organisation prompts over every dimension of the shipped schema."""
+    """``n`` statement-organisation prompts: every target of the shipped schema × every attribute, shuffled."""
+    import pandas as pd
+
     from fairnb.group_fairness.data import load_schema, sample_triples
     from fairnb.group_fairness.run import task_prompts
 
     triples = sample_triples(load_schema(), seed=0)
-    if len(triples) < n:
-        raise ValueError(f"The shipped schema gives {len(triples)} data points, fewer than {n}.")
-    return task_prompts(triples.sample(n, random_state=0), "statement_organisation")
+    crossed = pd.MultiIndex.from_product([triples.target.unique(), triples.attribute.unique()],
+                                         names=["target", "attribute"]).to_frame(index=False)
+    if len(crossed) < n:
+        raise ValueError(f"The shipped schema gives {len(crossed)} prompts, fewer than {n}.")
+    return task_prompts(crossed.sample(n, random_state=0), "statement_organisation")
 
 
-def worker(n: int, kill_after: int | None, chunk_rows: int) -> dict:
-    """Generate ``n`` prompts with the default model; SIGKILL itself after ``kill_after`` chunks."""
+def heavy_step(task: str, lm, n: int, occupations: int):
+    """The zero-argument call that does ``task``'s heavy work on ``n`` rows; sets its chunk size on ``lm``."""
+    if task == "ch4":
+        prompts = chapter4_prompts(n)
+        return lambda: lm.generate(prompts, max_new_tokens=32, chat=lm.is_chat)
+    from benchmarks.bvf_scale import synthetic_templates
+    from fairnb import bvf
+
+    table, groups = synthetic_templates().head(n), bvf.load_occupations(limit=occupations)
+    words = bvf.load_attribute_words("gender")
+    return lambda: bvf.attribute_probabilities(lm, groups, table, words)
+
+
+def worker(task: str, n: int, chunk_rows: int, kill_after: int | None, occupations: int) -> dict:
+    """Run ``task`` on ``n`` rows; one ``CHUNK {json}`` line on stderr per computed chunk; SIGKILL after ``kill_after``."""
+    import torch
+
     from fairnb import load_model
-    from fairnb.models import generation
 
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
     lm = load_model("default", device="cpu")
-    lm.generation_chunk_rows = chunk_rows
-    prompts = chapter4_prompts(n)
-    computed = []
-    compute = generation.generate
-
-    def counted(*args, **kwargs):
-        texts = compute(*args, **kwargs)
-        computed.append(len(texts))
-        if kill_after is not None and len(computed) > kill_after:
-            os.kill(os.getpid(), signal.SIGKILL)  # the chunk before this one is cached; this one is lost
-        return texts
-
-    generation.generate = counted
+    lm.chunk_rows = lm.generation_chunk_rows = chunk_rows
+    work = heavy_step(task, lm, n, occupations)
+    rss_loaded = _peak_rss_mib()
+    computed: list[int] = []
+    first: list[float] = []
     start = time.perf_counter()
-    lm.generate(prompts, max_new_tokens=32, chat=lm.is_chat)
-    wall = time.perf_counter() - start
-    return {"prompts": n, "wall_s": wall, "computed_rows": sum(computed), "chunks_computed": len(computed),
-            "chunk_rows": lm.generation_chunk_rows, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+    def counting(store):
+        def cached(key, compute):
+            def counted():
+                first.append(first[0] if first else time.perf_counter() - start)
+                value = compute()
+                computed.append(len(value))
+                line = {"rows": len(value), "t": time.perf_counter() - start, "rss": _peak_rss_mib()}
+                print(MARK + json.dumps(line), file=sys.stderr, flush=True)
+                if kill_after is not None and len(computed) > kill_after:
+                    os.kill(os.getpid(), signal.SIGKILL)
+                return value
+            return store(key, counted)
+        return cached
+
+    lm.cache.array, lm.cache.json = counting(lm.cache.array), counting(lm.cache.json)
+    work()
+    return {"work_s": time.perf_counter() - start, "computed_rows": sum(computed), "chunks_computed": len(computed),
+            "first_compute_s": first[0] if first else None, "rss_after_load_mib": rss_loaded,
+            "peak_rss_mib": _peak_rss_mib()}
 
 
-def run_worker(n: int, cache: Path, chunk_rows: int, kill_after: int | None = None) -> dict | None:
-    """One worker subprocess on ``cache``; None when it was killed."""
+def _peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run_worker(task: str, n: int, cache: Path, chunk_rows: int, occupations: int,
+               kill_after: int | None = None) -> dict:
+    """One worker subprocess on ``cache``; a killed one is described by its ``CHUNK`` lines."""
     env = {**os.environ, "FAIRNB_CACHE": str(cache), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")}
-    command = [sys.executable, "-m", "benchmarks.chunked", "worker", str(n), "--chunk-rows", str(chunk_rows)]
-    command += [] if kill_after is None else ["--kill-after", str(kill_after)]
-    start = time.perf_counter()
+    command = [sys.executable, "-m", "benchmarks.chunked", "worker", task, str(n), "--chunk-rows", str(chunk_rows),
+               "--occupations", str(occupations)] + ([] if kill_after is None else ["--kill-after", str(kill_after)])
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+    chunks = [json.loads(line[len(MARK):]) for line in done.stderr.splitlines() if line.startswith(MARK)]
     if done.returncode == -signal.SIGKILL:
-        return {"killed_after_s": time.perf_counter() - start}
+        return {"killed": True, "work_s": chunks[-1]["t"], "computed_rows": sum(c["rows"] for c in chunks),
+                "chunks_computed": len(chunks), "peak_rss_mib": chunks[-1]["rss"]}
     if done.returncode != 0:
-        raise RuntimeError(f"worker {n} failed: {done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+        raise RuntimeError(f"{task} worker on {n} rows failed: {done.stderr[-2000:]}")
+    return {"killed": False, **json.loads(done.stdout.strip().splitlines()[-1])}
 
 
 def fresh_cache(scratch: Path, name: str) -> Path:
@@ -88,26 +137,88 @@ def fresh_cache(scratch: Path, name: str) -> Path:
     return cache
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", nargs="?", default="bench", choices=["bench", "worker"])
-    parser.add_argument("n", nargs="?", type=int)
-    parser.add_argument("--kill-after", type=int)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[128, 512])
-    parser.add_argument("--resume-size", type=int, default=512)
-    parser.add_argument("--chunk-rows", type=int, default=128, help="prompts per cached chunk")
-    args = parser.parse_args()
-    if args.mode == "worker":
-        print(json.dumps(worker(args.n, args.kill_after, args.chunk_rows)))
-        return
+def measure(task: str, sizes: list[int], chunk_rows: int, occupations: int = 1, rows_per_size: int = 1) -> dict:
+    """The unchunked reference at the smallest size, then a killed run and its rerun per size."""
     with tempfile.TemporaryDirectory(prefix="fairnb-chunked-") as scratch:
-        rows = [run_worker(n, fresh_cache(Path(scratch), f"c{n}"), args.chunk_rows) for n in args.sizes]
-        cache = fresh_cache(Path(scratch), "resume")
-        chunks = -(-args.resume_size // args.chunk_rows)
-        killed = run_worker(args.resume_size, cache, args.chunk_rows, kill_after=chunks // 2)
-        resumed = run_worker(args.resume_size, cache, args.chunk_rows)
-    print(json.dumps({"rows": rows, "killed": killed, "resumed": resumed, "chunks": chunks,
-                      "load_average": os.getloadavg()}, indent=1))
+        def run(n: int, name: str, rows: int, kill_after: int | None = None) -> dict:
+            cache = Path(scratch) / name
+            result = run_worker(task, n, cache if cache.exists() else fresh_cache(Path(scratch), name), rows,
+                                occupations, kill_after)
+            print(task, n, name, result, flush=True)
+            return result
+
+        reference = {"size": sizes[0], **run(sizes[0], "unchunked", UNCHUNKED)}
+        pairs = []
+        for n in sizes:
+            prompts = n * rows_per_size
+            chunks = -(-prompts // chunk_rows)
+            killed = run(n, f"c{n}", chunk_rows, kill_after=chunks // 2)
+            rerun = run(n, f"c{n}", chunk_rows)
+            pairs.append({"size": n, "prompts": prompts, "chunks": chunks, "killed": killed, "rerun": rerun})
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    return {"task": task, "chunk_rows": chunk_rows, "occupations": occupations, "reference": reference, "pairs": pairs,
+            "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+                       f"torch threads {os.environ.get('OMP_NUM_THREADS', '2')}, load average {load} at the end"}
+
+
+def render_table(measured: dict, size_name: str) -> list[str]:
+    """The side-by-side table: per size, the killed run and its rerun; the unchunked reference first."""
+    ref, chunk = measured["reference"], measured["chunk_rows"]
+    ref_prompts = measured["pairs"][0]["prompts"]
+    ref_rate = ref_prompts / ref["work_s"]
+    lines = [f"| {size_name} | prompts | path | killed after | lost to the kill | rerun: cached rows read in | "
+             "rerun computes | rerun time | prompts/s (vs unchunked) | peak RSS |",
+             "|---|---|---|---|---|---|---|---|---|---|",
+             f"| {ref['size']:,} | {ref_prompts:,} | unchunked, uninterrupted | – | – | – | {ref['computed_rows']:,} | "
+             f"{ref['work_s']:.0f} s | {ref_rate:.2f} (1×) | {ref['peak_rss_mib']:.0f} MiB |"]
+    for p in measured["pairs"]:
+        killed, rerun = p["killed"], p["rerun"]
+        lost = killed["computed_rows"] + rerun["computed_rows"] - p["prompts"]
+        rate = (killed["computed_rows"] + rerun["computed_rows"]) / (killed["work_s"] + rerun["work_s"])
+        lines.append(
+            f"| {p['size']:,} | {p['prompts']:,} | chunks of {chunk}, killed at half | {killed['work_s']:.0f} s "
+            f"({killed['computed_rows']:,} rows computed) | {lost:,} rows ({lost / chunk:.2g} chunk) | "
+            f"{rerun['first_compute_s']:.2f} s | {rerun['computed_rows']:,} | {rerun['work_s']:.0f} s | "
+            f"{rate:.2f} ({rate / ref_rate:.2f}×) | {max(killed['peak_rss_mib'], rerun['peak_rss_mib']):.0f} MiB |")
+    return lines
+
+
+def render_ch4(measured: dict) -> str:
+    lines = [CH4_SECTION, "", f"Machine: {measured['machine']}; model `default` on cpu in float32.", "",
+             "One greedy 32-token chat answer per statement-organisation prompt (`benchmarks/chunked.py`: every target "
+             "of the shipped schema × every attribute, shuffled), `lm.generate` in cached chunks of "
+             f"{measured['chunk_rows']} prompts. Each run is a fresh process on an empty output cache; the killed run "
+             "SIGKILLs itself with half of its chunks cached and the next one computed but not stored (the worst "
+             "moment), then the same call reruns. *prompts/s* counts every computed prompt, the lost chunk's too; "
+             "*peak RSS* includes the model (the larger of the killed run and its rerun).", ""]
+    return "\n".join(lines + render_table(measured, "prompts")) + "\n"
+
+
+def write_section(section: str, text: str, path: Path = RESULTS) -> None:
+    """Replace (or append) one benchmark's section of RESULTS.md."""
+    old = path.read_text()
+    pattern = re.compile(re.escape(section) + r".*?(?=\n## |\Z)", re.S)
+    path.write_text(pattern.sub(lambda _: text.rstrip("\n"), old) if pattern.search(old)
+                    else old.rstrip("\n") + "\n\n" + text)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mode", choices=["ch4", "worker"])
+    parser.add_argument("args", nargs="*", help="worker only: TASK N")
+    parser.add_argument("--kill-after", type=int)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1024, 4096])
+    parser.add_argument("--chunk-rows", type=int, default=128, help="prompts per cached chunk")
+    parser.add_argument("--occupations", type=int, default=1)
+    args = parser.parse_args(argv)
+    if args.mode == "worker":
+        task, n = args.args
+        print(json.dumps(worker(task, int(n), args.chunk_rows, args.kill_after, args.occupations)))
+        return
+    measured = measure("ch4", args.sizes, args.chunk_rows)
+    (REPO / "benchmarks" / "out").mkdir(exist_ok=True)
+    (REPO / "benchmarks" / "out" / "chunked-ch4.json").write_text(json.dumps(measured, indent=1))
+    write_section(CH4_SECTION, render_ch4(measured))
 
 
 if __name__ == "__main__":
