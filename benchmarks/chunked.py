@@ -42,7 +42,12 @@ UNCHUNKED = 10**9
 
 
 def chapter4_prompts(n: int) -> list[str]:
-    """``n`` statement-organisation prompts: every target of the shipped schema × every attribute, shuffled."""
+    """``n`` statement-organisation prompts: every target of the shipped schema × every attribute, shuffled.
+
+    Examples:
+        >>> len(set(chapter4_prompts(5440))), chapter4_prompts(2) == chapter4_prompts(5440)[:2]
+        (5440, True)
+    """
     import pandas as pd
 
     from fairnb.group_fairness.data import load_schema, sample_triples
@@ -183,6 +188,22 @@ def render_table(measured: dict, size_name: str) -> list[str]:
     return lines
 
 
+def goals_line(measured: dict, unit: str) -> str:
+    """Issue 16's three goals, checked on the measurements: flat RSS, at most one chunk lost, throughput kept."""
+    pairs, chunk = measured["pairs"], measured["chunk_rows"]
+    peaks = [max(p["killed"]["peak_rss_mib"], p["rerun"]["peak_rss_mib"]) for p in pairs]
+    middle, spread = (max(peaks) + min(peaks)) / 2, (max(peaks) - min(peaks)) / 2
+    lost = [p["killed"]["computed_rows"] + p["rerun"]["computed_rows"] - p["prompts"] for p in pairs]
+    ref = measured["reference"]
+    ref_rate = pairs[0]["prompts"] / ref["work_s"]
+    ratios = [(p["killed"]["computed_rows"] + p["rerun"]["computed_rows"]) / (p["killed"]["work_s"] + p["rerun"]["work_s"])
+              / ref_rate for p in pairs]
+    return (f"**Goals.** Peak RSS {min(peaks):.0f}–{max(peaks):.0f} MiB from {pairs[0]['size']:,} to "
+            f"{pairs[-1]['size']:,} {unit} (±{spread / middle:.1%} around {middle:.0f} MiB; goal ±10 %); a kill lost "
+            f"{max(lost):,} rows at most (goal: at most one chunk, {chunk}); chunked throughput "
+            f"{min(ratios):.2f}–{max(ratios):.2f}× the unchunked path's (goal: within 10 %).")
+
+
 def render_ch4(measured: dict) -> str:
     lines = [CH4_SECTION, "", f"Machine: {measured['machine']}; model `default` on cpu in float32.", "",
              "One greedy 32-token chat answer per statement-organisation prompt (`benchmarks/chunked.py`: every target "
@@ -191,7 +212,7 @@ def render_ch4(measured: dict) -> str:
              "SIGKILLs itself with half of its chunks cached and the next one computed but not stored (the worst "
              "moment), then the same call reruns. *prompts/s* counts every computed prompt, the lost chunk's too; "
              "*peak RSS* includes the model (the larger of the killed run and its rerun).", ""]
-    return "\n".join(lines + render_table(measured, "prompts")) + "\n"
+    return "\n".join(lines + render_table(measured, "prompts") + ["", goals_line(measured, "prompts")]) + "\n"
 
 
 def write_section(section: str, text: str, path: Path = RESULTS) -> None:

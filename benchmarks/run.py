@@ -25,7 +25,7 @@ from typing import Callable, TypeVar
 import numpy as np
 import torch
 
-from benchmarks import chapters, generation, scoring
+from benchmarks import bvf_scale, chapters, chunked, generation, scoring
 from benchmarks.lm_eval_env import OUT_DIR, lm_eval_version
 from fairnb import load_model
 from fairnb.models.language_model import LanguageModel
@@ -297,8 +297,9 @@ def render(out_dir: Path = OUT_DIR) -> str:
     """RESULTS.md from every task stored in ``out_dir``."""
     sections = {"grid": render_grid, "generation": render_generation, "chapters": render_chapters}
     lines = ["# fairnb benchmarks", "",
-             "Written by `python -m benchmarks.run` (`make bench`); see the module docstrings in `benchmarks/` "
-             "for what each contender does. Rerun on your machine to compare.", ""]
+             "Sections 1–3 are written by `python -m benchmarks.run` (`make bench`), the two sections at scale by "
+             "`python -m benchmarks.bvf_scale` and `python -m benchmarks.chunked ch4`; see the module docstrings in "
+             "`benchmarks/` for what each contender does. Rerun on your machine to compare.", ""]
     for task, render_task in sections.items():
         path = out_dir / f"{task}.json"
         if path.exists():
@@ -307,6 +308,20 @@ def render(out_dir: Path = OUT_DIR) -> str:
             if stored.get("comment"):
                 lines += [f"*{stored['comment']}*", ""]
     return "\n".join(lines)
+
+
+def scale_sections(old: str) -> str:
+    """The sections at scale of ``old`` RESULTS.md (written by other commands), kept when this one rewrites it.
+
+    Examples:
+        >>> old = "# fairnb benchmarks ## 1. grid " + chunked.CH4_SECTION + " rows"
+        >>> scale_sections(old).lstrip() == chunked.CH4_SECTION + " rows"
+        True
+        >>> scale_sections("# fairnb benchmarks ## 1. grid")
+        ''
+    """
+    starts = [old.find(section) for section in (bvf_scale.SECTION, chunked.CH4_SECTION) if section in old]
+    return "\n" + old[min(starts):] if starts else ""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -347,7 +362,7 @@ def main(argv: list[str] | None = None) -> None:
         result = runners[task]()
         stored = {"machine": info, "result": result, "comment": args.comment}
         (OUT_DIR / f"{task}.json").write_text(json.dumps(stored, indent=1, default=float))
-        RESULTS.write_text(render())
+        RESULTS.write_text(render() + scale_sections(RESULTS.read_text() if RESULTS.exists() else ""))
     print(f"wrote {RESULTS}")
 
 

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from benchmarks import chapters, generation, scoring
+from benchmarks import bvf_scale, chapters, chunked, generation, run, scoring
 from benchmarks.lm_eval_env import OVERLAY
 
 PROMPTS = ["The nurse said that", "The engineer stated that", "The chief of the machine shop wrote that"]
@@ -82,7 +82,28 @@ def test_position_budget_by_hand():
     assert budget["floor_bound"] == pytest.approx((3 * body + head + 5 * (body + head)) / (3 * body + head))
 
 
-@pytest.mark.parametrize("module", [scoring, generation, chapters], ids=lambda m: m.__name__)
+def test_scale_table_counts_the_lost_chunk_and_every_computed_prompt():
+    # 2 chunks of 100: the killed run caches chunk 1 and loses chunk 2; its rerun computes chunk 2 again
+    measured = {"chunk_rows": 100,
+                "reference": {"size": 10, "work_s": 10.0, "computed_rows": 200, "peak_rss_mib": 900.0},
+                "pairs": [{"size": 10, "prompts": 200, "chunks": 2,
+                           "killed": {"work_s": 15.0, "computed_rows": 200, "peak_rss_mib": 950.0},
+                           "rerun": {"work_s": 5.0, "computed_rows": 100, "first_compute_s": 0.5,
+                                     "peak_rss_mib": 940.0}}]}
+    reference, pair = chunked.render_table(measured, "rows")[-2:]
+    assert "| 20.00 (1×) | 900 MiB |" in reference
+    assert "| 100 rows (1 chunk) |" in pair and "| 15.00 (0.75×) | 950 MiB |" in pair  # 300 prompts in 20 s
+    goals = chunked.goals_line(measured, "rows")
+    assert "lost 100 rows at most" in goals and "0.75–0.75×" in goals and "±0.0% around 950 MiB" in goals
+
+
+def test_synthetic_template_table_is_long_tailed():
+    table = bvf_scale.synthetic_templates()
+    assert len(table) == 30_000 and table["template"].is_unique and table["weight"].sum() == pytest.approx(1)
+    assert (table["count"] == 1).mean() > 0.3 and table["template"].str.contains(r"\[X\].*\[Y\]$").all()
+
+
+@pytest.mark.parametrize("module", [scoring, generation, chapters, bvf_scale, chunked, run], ids=lambda m: m.__name__)
 def test_doctests(module):
     # benchmarks/ is not among pytest's doctest paths (benchmarks/out holds the lm-eval overlay)
     outcome = doctest.testmod(module)
