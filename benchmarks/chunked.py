@@ -167,21 +167,29 @@ def measure(task: str, sizes: list[int], chunk_rows: int, occupations: int = 1, 
 
 
 def render_table(measured: dict, size_name: str) -> list[str]:
-    """The side-by-side table: per size, the killed run and its rerun; the unchunked reference first."""
+    """The side-by-side table: per size, the killed run and its rerun; the unchunked reference first.
+
+    A ``prompts`` column follows the size column when sizes are not counted in prompts.
+    """
     ref, chunk = measured["reference"], measured["chunk_rows"]
     ref_prompts = measured["pairs"][0]["prompts"]
     ref_rate = ref_prompts / ref["work_s"]
-    lines = [f"| {size_name} | prompts | path | killed after | lost to the kill | rerun: cached rows read in | "
-             "rerun computes | rerun time | prompts/s (vs unchunked) | peak RSS |",
-             "|---|---|---|---|---|---|---|---|---|---|",
-             f"| {ref['size']:,} | {ref_prompts:,} | unchunked, uninterrupted | – | – | – | {ref['computed_rows']:,} | "
+    head = [size_name] + (["prompts"] if size_name != "prompts" else [])
+
+    def sizes(size: int, prompts: int) -> str:
+        return f"| {size:,} | " + (f"{prompts:,} | " if size_name != "prompts" else "")
+
+    lines = ["| " + " | ".join(head + ["path", "killed after", "lost to the kill", "rerun: cached rows read in",
+                                       "rerun computes", "rerun time", "prompts/s (vs unchunked)", "peak RSS"]) + " |",
+             "|" + "---|" * (len(head) + 8),
+             sizes(ref["size"], ref_prompts) + f"unchunked, uninterrupted | – | – | – | {ref['computed_rows']:,} | "
              f"{ref['work_s']:.0f} s | {ref_rate:.2f} (1×) | {ref['peak_rss_mib']:.0f} MiB |"]
     for p in measured["pairs"]:
         killed, rerun = p["killed"], p["rerun"]
         lost = killed["computed_rows"] + rerun["computed_rows"] - p["prompts"]
         rate = (killed["computed_rows"] + rerun["computed_rows"]) / (killed["work_s"] + rerun["work_s"])
         lines.append(
-            f"| {p['size']:,} | {p['prompts']:,} | chunks of {chunk}, killed at half | {killed['work_s']:.0f} s "
+            sizes(p["size"], p["prompts"]) + f"chunks of {chunk}, killed at half | {killed['work_s']:.0f} s "
             f"({killed['computed_rows']:,} rows computed) | {lost:,} rows ({lost / chunk:.2g} chunk) | "
             f"{rerun['first_compute_s']:.2f} s | {rerun['computed_rows']:,} | {rerun['work_s']:.0f} s | "
             f"{rate:.2f} ({rate / ref_rate:.2f}×) | {max(killed['peak_rss_mib'], rerun['peak_rss_mib']):.0f} MiB |")
