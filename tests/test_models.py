@@ -273,6 +273,20 @@ def test_generation_ignores_the_models_generation_config(tiny_gpt2_path, tmp_pat
     assert sampled == [hand_generate(lm, p, 10, s) for p, s in zip(PROMPTS, row_seeds(PROMPTS, 2))]
 
 
+def test_chunked_generation_runs_the_batches_of_one_unchunked_run(tiny_gpt2_path):
+    # 12 prompts of mixed lengths, shuffled: chunks of 4 must still batch them longest first across chunks
+    prompts = [f"{p} {'and so on ' * (i % 3)}{i}".strip() for i, p in enumerate(PROMPTS * 3)][::-1]
+    batches = {}
+    for chunk_rows in (4, 10**9):
+        lm = load_model(str(tiny_gpt2_path), device="cpu", use_cache=False)
+        lm.generation_chunk_rows, lm.batch_size = chunk_rows, 8                 # generation batches of 4
+        forward, seen = lm.model.generate, []
+        lm.model.generate = lambda *a, **k: seen.append(k["input_ids"].tolist()) or forward(*a, **k)
+        texts = lm.generate(prompts, max_new_tokens=3)
+        batches[chunk_rows] = (seen, texts)
+    assert len(batches[4][0]) == 3 and batches[4] == batches[10**9]        # the same padded batches, the same texts
+
+
 def test_killed_scoring_run_resumes_with_the_missing_chunks_only(tiny_gpt2_path, tmp_path):
     from fairnb.models.cache import DiskCache
 

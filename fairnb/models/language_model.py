@@ -208,6 +208,13 @@ class LanguageModel:
         if prefix_embeds is not None and prefix_embeds.dim() not in (2, 3):
             raise ValueError(f"prefix_embeds must be [n, d] or [n_prompts, n, d], got shape {tuple(prefix_embeds.shape)}.")
 
+        # longest first across chunks, as generation.generate orders one chunk: chunks then hold one run's batches
+        lengths = [len(ids) for ids in self.tokenizer(prompts, add_special_tokens=not chat).input_ids]
+        order = np.argsort(-np.asarray(lengths), kind="stable")
+        prompts, seeds, prefix_at = [prompts[i] for i in order], [seeds[i] for i in order], [prefix_at[i] for i in order]
+        if prefix_embeds is not None and prefix_embeds.dim() == 3:
+            prefix_embeds = prefix_embeds[torch.as_tensor(order)]
+
         def prefix(a: int, b: int) -> torch.Tensor | None:
             return prefix_embeds[a:b] if prefix_embeds is not None and prefix_embeds.dim() == 3 else prefix_embeds
 
@@ -217,7 +224,8 @@ class LanguageModel:
             lambda a, b: generation.generate(self, prompts[a:b], decoding, seeds[a:b], prefix_embeds=prefix(a, b),
                                              special_tokens=not chat, prefix_at=prefix_at[a:b]),
             "generation")
-        return [text for part in parts for text in part]
+        texts = [text for part in parts for text in part]
+        return [texts[k] for k in np.argsort(order)]
 
     def embed(self, text: str) -> torch.Tensor:
         """Input embeddings ``[n_tokens, d]`` of ``text`` (no special tokens), for soft prefixes."""
