@@ -81,7 +81,7 @@ def coverage_rows(table: pd.DataFrame, shares=(0.5, 0.9, 0.99)) -> list[dict]:
 
 
 def render(measured: dict, coverage: list[dict]) -> str:
-    from benchmarks.chunked import goals_line, render_table
+    from benchmarks.chunked import goals_line, pair_summary, render_table
 
     occupations, table = measured["occupations"], synthetic_templates()
     lines = [SECTION, "", f"Machine: {measured['machine']}; model `default` on cpu in float32.", "",
@@ -101,9 +101,7 @@ def render(measured: dict, coverage: list[dict]) -> str:
     for c in coverage:
         lines.append(f"| {c['coverage']:.2f} | {c['templates']:,} | {c['dropped']:.3f} | {c['R']:.3f} | "
                      f"{c['R_b']:.3f} | {c['R_v']:.3f} |")
-    pair = measured["pairs"][-1]
-    rate = (pair["killed"]["computed_rows"] + pair["rerun"]["computed_rows"]) / (
-        pair["killed"]["work_s"] + pair["rerun"]["work_s"])
+    rate = pair_summary(measured["pairs"][-1])["rate"]
     kept, share = coverage[1]["templates"], coverage[1]["coverage"]
     lines += ["", f"At {rate:.1f} prompts/s the whole table takes {len(table) / rate / 60:.0f} min per "
               f"occupation here ({30 * len(table) / rate / 3600:.0f} h for 30 occupations); coverage "

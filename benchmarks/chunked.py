@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "RESULTS.md"
@@ -86,28 +87,30 @@ def worker(task: str, n: int, chunk_rows: int, kill_after: int | None, occupatio
     work = heavy_step(task, lm, n, occupations)
     rss_loaded = _peak_rss_mib()
     computed: list[int] = []
-    first: list[float] = []
+    started: list[float] = []
     start = time.perf_counter()
 
-    def counting(store):
-        def cached(key, compute):
-            def counted():
-                first.append(first[0] if first else time.perf_counter() - start)
-                value = compute()
-                computed.append(len(value))
-                line = {"rows": len(value), "t": time.perf_counter() - start, "rss": _peak_rss_mib()}
-                print(MARK + json.dumps(line), file=sys.stderr, flush=True)
-                if kill_after is not None and len(computed) > kill_after:
-                    os.kill(os.getpid(), signal.SIGKILL)
-                return value
-            return store(key, counted)
-        return cached
+    def chunk_starts() -> None:
+        started.append(time.perf_counter() - start)
 
-    lm.cache.array, lm.cache.json = counting(lm.cache.array), counting(lm.cache.json)
+    def chunk_done(value):
+        computed.append(len(value))
+        line = {"rows": len(value), "t": time.perf_counter() - start, "rss": _peak_rss_mib()}
+        print(MARK + json.dumps(line), file=sys.stderr, flush=True)
+        if kill_after is not None and len(computed) > kill_after:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return value
+
+    lm.cache.array, lm.cache.json = (counting(store, chunk_starts, chunk_done) for store in (lm.cache.array, lm.cache.json))
     work()
     return {"work_s": time.perf_counter() - start, "computed_rows": sum(computed), "chunks_computed": len(computed),
-            "first_compute_s": first[0] if first else None, "rss_after_load_mib": rss_loaded,
+            "first_compute_s": started[0] if started else None, "rss_after_load_mib": rss_loaded,
             "peak_rss_mib": _peak_rss_mib()}
+
+
+def counting(store: Callable, before: Callable[[], None], after: Callable[[Any], Any]) -> Callable:
+    """``store`` (a ``DiskCache`` method) calling ``before()`` and ``after(value)`` around each computed chunk."""
+    return lambda key, compute: store(key, lambda: after(before() or compute()))
 
 
 def _peak_rss_mib() -> float:
@@ -130,15 +133,16 @@ def run_worker(task: str, n: int, cache: Path, chunk_rows: int, occupations: int
     return {"killed": False, **json.loads(done.stdout.strip().splitlines()[-1])}
 
 
-def fresh_cache(scratch: Path, name: str) -> Path:
-    """An empty cache folder that shares the converted models of the real one."""
+def scratch_cache(scratch: Path, name: str) -> Path:
+    """The cache folder ``name`` under ``scratch``; made empty on first use, sharing the converted models."""
     from fairnb.models.cache import cache_dir
 
     cache = scratch / name
-    cache.mkdir()
-    for entry in ("models", "gguf", "file-hashes.json"):
-        if (cache_dir() / entry).exists():
-            (cache / entry).symlink_to(cache_dir() / entry)
+    if not cache.exists():
+        cache.mkdir()
+        for entry in ("models", "gguf", "file-hashes.json"):
+            if (cache_dir() / entry).exists():
+                (cache / entry).symlink_to(cache_dir() / entry)
     return cache
 
 
@@ -146,9 +150,7 @@ def measure(task: str, sizes: list[int], chunk_rows: int, occupations: int = 1, 
     """The unchunked reference at the smallest size, then a killed run and its rerun per size."""
     with tempfile.TemporaryDirectory(prefix="fairnb-chunked-") as scratch:
         def run(n: int, name: str, rows: int, kill_after: int | None = None) -> dict:
-            cache = Path(scratch) / name
-            result = run_worker(task, n, cache if cache.exists() else fresh_cache(Path(scratch), name), rows,
-                                occupations, kill_after)
+            result = run_worker(task, n, scratch_cache(Path(scratch), name), rows, occupations, kill_after)
             print(task, n, name, result, flush=True)
             return result
 
@@ -166,14 +168,25 @@ def measure(task: str, sizes: list[int], chunk_rows: int, occupations: int = 1, 
                        f"torch threads {os.environ.get('OMP_NUM_THREADS', '2')}, load average {load} at the end"}
 
 
+def pair_summary(pair: dict) -> dict:
+    """A killed run and its rerun together: prompts/s over every computed prompt, rows lost, peak RSS."""
+    killed, rerun = pair["killed"], pair["rerun"]
+    computed = killed["computed_rows"] + rerun["computed_rows"]
+    return {"rate": computed / (killed["work_s"] + rerun["work_s"]), "lost": computed - pair["prompts"],
+            "peak_rss_mib": max(killed["peak_rss_mib"], rerun["peak_rss_mib"])}
+
+
+def reference_rate(measured: dict) -> float:
+    """Prompts/s of the unchunked reference run."""
+    return measured["pairs"][0]["prompts"] / measured["reference"]["work_s"]
+
+
 def render_table(measured: dict, size_name: str) -> list[str]:
     """The side-by-side table: per size, the killed run and its rerun; the unchunked reference first.
 
     A ``prompts`` column follows the size column when sizes are not counted in prompts.
     """
-    ref, chunk = measured["reference"], measured["chunk_rows"]
-    ref_prompts = measured["pairs"][0]["prompts"]
-    ref_rate = ref_prompts / ref["work_s"]
+    ref, chunk, ref_rate = measured["reference"], measured["chunk_rows"], reference_rate(measured)
     head = [size_name] + (["prompts"] if size_name != "prompts" else [])
 
     def sizes(size: int, prompts: int) -> str:
@@ -182,34 +195,29 @@ def render_table(measured: dict, size_name: str) -> list[str]:
     lines = ["| " + " | ".join(head + ["path", "killed after", "lost to the kill", "rerun: cached rows read in",
                                        "rerun computes", "rerun time", "prompts/s (vs unchunked)", "peak RSS"]) + " |",
              "|" + "---|" * (len(head) + 8),
-             sizes(ref["size"], ref_prompts) + f"unchunked, uninterrupted | – | – | – | {ref['computed_rows']:,} | "
-             f"{ref['work_s']:.0f} s | {ref_rate:.2f} (1×) | {ref['peak_rss_mib']:.0f} MiB |"]
+             sizes(ref["size"], measured["pairs"][0]["prompts"]) + f"unchunked, uninterrupted | – | – | – | "
+             f"{ref['computed_rows']:,} | {ref['work_s']:.0f} s | {ref_rate:.2f} (1×) | {ref['peak_rss_mib']:.0f} MiB |"]
     for p in measured["pairs"]:
-        killed, rerun = p["killed"], p["rerun"]
-        lost = killed["computed_rows"] + rerun["computed_rows"] - p["prompts"]
-        rate = (killed["computed_rows"] + rerun["computed_rows"]) / (killed["work_s"] + rerun["work_s"])
+        killed, rerun, summary = p["killed"], p["rerun"], pair_summary(p)
         lines.append(
             sizes(p["size"], p["prompts"]) + f"chunks of {chunk}, killed at half | {killed['work_s']:.0f} s "
-            f"({killed['computed_rows']:,} rows computed) | {lost:,} rows ({lost / chunk:.2g} chunk) | "
-            f"{rerun['first_compute_s']:.2f} s | {rerun['computed_rows']:,} | {rerun['work_s']:.0f} s | "
-            f"{rate:.2f} ({rate / ref_rate:.2f}×) | {max(killed['peak_rss_mib'], rerun['peak_rss_mib']):.0f} MiB |")
+            f"({killed['computed_rows']:,} rows computed) | {summary['lost']:,} rows ({summary['lost'] / chunk:.2g} "
+            f"chunk) | {rerun['first_compute_s']:.2f} s | {rerun['computed_rows']:,} | {rerun['work_s']:.0f} s | "
+            f"{summary['rate']:.2f} ({summary['rate'] / ref_rate:.2f}×) | {summary['peak_rss_mib']:.0f} MiB |")
     return lines
 
 
 def goals_line(measured: dict, unit: str) -> str:
     """Issue 16's three goals, checked on the measurements: flat RSS, at most one chunk lost, throughput kept."""
-    pairs, chunk = measured["pairs"], measured["chunk_rows"]
-    peaks = [max(p["killed"]["peak_rss_mib"], p["rerun"]["peak_rss_mib"]) for p in pairs]
+    pairs = measured["pairs"]
+    summaries = [pair_summary(p) for p in pairs]
+    peaks = [s["peak_rss_mib"] for s in summaries]
     middle, spread = (max(peaks) + min(peaks)) / 2, (max(peaks) - min(peaks)) / 2
-    lost = [p["killed"]["computed_rows"] + p["rerun"]["computed_rows"] - p["prompts"] for p in pairs]
-    ref = measured["reference"]
-    ref_rate = pairs[0]["prompts"] / ref["work_s"]
-    ratios = [(p["killed"]["computed_rows"] + p["rerun"]["computed_rows"]) / (p["killed"]["work_s"] + p["rerun"]["work_s"])
-              / ref_rate for p in pairs]
+    ratios = [s["rate"] / reference_rate(measured) for s in summaries]
     return (f"**Goals.** Peak RSS {min(peaks):.0f}–{max(peaks):.0f} MiB from {pairs[0]['size']:,} to "
             f"{pairs[-1]['size']:,} {unit} (±{spread / middle:.1%} around {middle:.0f} MiB; goal ±10 %); a kill lost "
-            f"{max(lost):,} rows at most (goal: at most one chunk, {chunk}); chunked throughput "
-            f"{min(ratios):.2f}–{max(ratios):.2f}× the unchunked path's (goal: within 10 %).")
+            f"{max(s['lost'] for s in summaries):,} rows at most (goal: at most one chunk, {measured['chunk_rows']}); "
+            f"chunked throughput {min(ratios):.2f}–{max(ratios):.2f}× the unchunked path's (goal: within 10 %).")
 
 
 def render_ch4(measured: dict) -> str:
@@ -227,7 +235,7 @@ def write_section(section: str, text: str, path: Path = RESULTS) -> None:
     """Replace (or append) one benchmark's section of RESULTS.md."""
     old = path.read_text()
     pattern = re.compile(re.escape(section) + r".*?(?=\n## |\Z)", re.S)
-    path.write_text(pattern.sub(lambda _: text.rstrip("\n"), old) if pattern.search(old)
+    path.write_text(pattern.sub(lambda _: text.rstrip("\n") + "\n", old) if pattern.search(old)
                     else old.rstrip("\n") + "\n\n" + text)
 
 
