@@ -7,14 +7,55 @@ files and the comparison page read that registry and nothing else names a chapte
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
 from fairnb.models.capabilities import CAPABILITIES
 
 DIRECTIONS = ("higher is fairer", "lower is fairer", "nearer 0.5 is fairer")
 LEVELS = ("headline", "group", "item")
+
+# A notebook parameter left at this value takes its preset's value; any other value, ``None``
+# included ("no cap", "all"), overrides the preset.
+NOT_GIVEN = "preset"
+
+
+@dataclass(frozen=True)
+class PaperSetting:
+    """A setting as the paper (or its official code) states it, and where it says so.
+
+    Examples:
+        >>> PaperSetting(50, "Section 5.1").where
+        'Section 5.1'
+    """
+
+    value: Any
+    where: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Citation:
+    """A structured reference to a chapter's paper; ``key`` is its BibTeX key.
+
+    Examples:
+        >>> Citation("liu2024bvf", "Y. Liu et al.", "Bias and Volatility", "NeurIPS", 2024, "https://arxiv.org/abs/2402.15481").text()
+        'Y. Liu et al., *Bias and Volatility*, NeurIPS 2024, https://arxiv.org/abs/2402.15481.'
+    """
+
+    key: str
+    authors: str
+    title: str
+    venue: str
+    year: int
+    url: str = ""
+
+    def text(self) -> str:
+        return f"{self.authors}, *{self.title}*, {self.venue} {self.year}" + (f", {self.url}." if self.url else ".")
 
 
 @dataclass(frozen=True)
@@ -57,13 +98,45 @@ class Chapter:
     headlines: tuple[Headline, ...]
     paper: str = ""
     needs: tuple[str, ...] = ("scores",)
+    presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    paper_settings: Mapping[str, PaperSetting] = field(default_factory=dict)
+    citation: Citation | None = None
     headline_names: tuple[str, ...] = field(init=False)
 
     def __post_init__(self):
         object.__setattr__(self, "headline_names", tuple(h.name for h in self.headlines))
+        object.__setattr__(self, "presets", MappingProxyType({k: MappingProxyType(dict(v)) for k, v in self.presets.items()}))
+        object.__setattr__(self, "paper_settings", MappingProxyType(dict(self.paper_settings)))
         unknown = set(self.needs) - set(CAPABILITIES)
         if unknown:
             raise ValueError(f"Chapter {self.key!r} needs unknown capabilities {sorted(unknown)}.")
+        keys = [set(values) for values in self.presets.values()]
+        if keys and any(k != keys[0] for k in keys):
+            raise ValueError(f"Chapter {self.key!r}: every preset must set the same keys.")
+
+    def settings(self, preset: str, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The run's settings: the preset's values, replaced by every ``given`` value that is not ``NOT_GIVEN``.
+
+        ``given`` may be a notebook's ``globals()``: only the preset's keys are read from it, so a
+        notebook lists each parameter once, in its parameters cell. ``None`` is a value ("all").
+
+        Examples:
+            >>> ch = Chapter(9, "demo", "Demo", "09_demo.ipynb", (), presets={"quick": {"limit": 20, "seed": 0},
+            ...                                                              "paper": {"limit": None, "seed": 0}})
+            >>> ch.settings("quick", {"limit": None, "seed": "preset", "model": "default"})
+            {'limit': None, 'seed': 0}
+            >>> ch.settings("fast")
+            Traceback (most recent call last):
+            ...
+            ValueError: Unknown preset 'fast'; use one of ['quick', 'paper'].
+        """
+        if preset not in self.presets:
+            raise ValueError(f"Unknown preset {preset!r}; use one of {list(self.presets)}.")
+        values = dict(self.presets[preset])
+        for key, value in (given or {}).items():
+            if key in values and not (isinstance(value, str) and value == NOT_GIVEN):
+                values[key] = value
+        return values
 
     @property
     def notebook_stem(self) -> str:
@@ -128,6 +201,8 @@ def require_columns(frame, columns, what: str) -> None:
 
 def apply_preset(presets: dict[str, dict], preset: str, overrides: dict | None = None) -> dict:
     """A chapter's settings: the preset's values, with every override that is not ``None`` on top.
+
+    Superseded by :meth:`Chapter.settings`; kept while notebooks move to it.
 
     Examples:
         >>> presets = {"quick": {"limit": 20, "seed": 0}, "paper": {"limit": None, "seed": 0}}

@@ -18,7 +18,7 @@ from fairnb.contract import LEVELS, Chapter
 from fairnb.models.cache import atomic_path
 from fairnb.models.names import model_slug
 
-REQUIRED_COLUMNS = ("model", "chapter", "item", "metric", "value", "level")
+REQUIRED_COLUMNS = ("model", "chapter", "preset", "item", "metric", "value", "level")
 
 
 def results_root(root: str | Path | None = None) -> Path:
@@ -49,19 +49,33 @@ def check_levels(frame: pd.DataFrame, chapter: Chapter) -> None:
                          f"its headlines are {list(chapter.headline_names)}.")
 
 
-def write_results(frame: pd.DataFrame, model: str, chapter: Chapter, root: str | Path | None = None) -> Path:
-    """Write a chapter's tidy table to ``results/<model-slug>/<chapter.key>.parquet`` atomically.
+def results_file(model: str, chapter: Chapter, preset: str = "quick", root: str | Path | None = None) -> Path:
+    """Where a (model, chapter, preset) run keeps its rows: results of different presets live side by side.
 
-    ``frame`` needs the columns ``item``, ``metric``, ``value`` and ``level``; ``model`` and
-    ``chapter`` are filled in. Extra columns (``ci_low``, ``ci_high``, ``group``…) are kept.
+    Examples:
+        >>> from fairnb.contract import Headline
+        >>> ch = Chapter(9, "demo", "Demo", "09_demo.ipynb", ())
+        >>> results_file("default", ch, root="r").as_posix(), results_file("default", ch, "paper", "r").as_posix()
+        ('r/default/demo.parquet', 'r/default/demo.paper.parquet')
+    """
+    suffix = "" if preset == "quick" else f".{preset}"
+    return results_root(root) / model_slug(model) / f"{chapter.key}{suffix}.parquet"
+
+
+def write_results(frame: pd.DataFrame, model: str, chapter: Chapter, root: str | Path | None = None,
+                  preset: str = "quick") -> Path:
+    """Write a chapter's tidy table to ``results/<model-slug>/<chapter.key>[.<preset>].parquet`` atomically.
+
+    ``frame`` needs the columns ``item``, ``metric``, ``value`` and ``level``; ``model``,
+    ``chapter`` and ``preset`` are filled in. Extra columns (``ci_low``, ``ci_high``, ``group``…) are kept.
     """
     missing = {"item", "metric", "value", "level"} - set(frame.columns)
     if missing:
         raise ValueError(f"The results table lacks the columns {sorted(missing)}.")
     check_levels(frame, chapter)
-    frame = frame.assign(model=model, chapter=chapter.key)
+    frame = frame.assign(model=model, chapter=chapter.key, preset=preset)
     frame = frame[list(REQUIRED_COLUMNS) + [c for c in frame.columns if c not in REQUIRED_COLUMNS]]
-    target = results_root(root) / model_slug(model) / f"{chapter.key}.parquet"
+    target = results_file(model, chapter, preset, root)
     with atomic_path(target) as tmp:
         frame.to_parquet(tmp, index=False)
     return target

@@ -440,7 +440,7 @@ def test_notebook_runs_on_tiny_model(preset, tiny_gpt2_path, tmp_path):
         parameters["ablations"] = {"q": [5, 100], "n": [2], "p_mutate": [0.0], "mag": [0.0, 0.04]}
     execute_notebook(NOTEBOOK, tmp_path / "out.ipynb", cwd=tmp_path, parameters=parameters)
     results = read_results()
-    results = results[(results.chapter == "certification")]
+    results = results[(results.chapter == "certification") & (results.preset == preset)]
     assert set(results.level) == {"headline", "group", "item"}
     headline = results[results.level == "headline"]
     assert headline.metric.tolist() == list(cert.CHAPTER.headline_names) and headline.group.item() == "jailbreak"

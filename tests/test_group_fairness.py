@@ -330,7 +330,8 @@ def test_notebook_runs_on_tiny_model(tiny_gpt2_path, tmp_path, preset):
         model=str(tiny_gpt2_path), device="cpu", preset=preset, limit=2, max_new_tokens=6, gf_think_tokens=6,
         alternative_tasks_per_dimension=1, gf_think_per_dimension=1, box_dimension="AG"))
     results = read_results()
-    results = results[(results.chapter == "group_fairness") & (results.model == str(tiny_gpt2_path))]
+    results = results[(results.chapter == "group_fairness") & (results.model == str(tiny_gpt2_path))
+                      & (results.preset == preset)]
     assert set(results.level) == {"headline", "group", "item"}
     headline = results[results.level == "headline"]
     assert sorted(headline.metric) == sorted(CHAPTER.headline_names) and headline.value.between(0, 1).all()

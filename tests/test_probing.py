@@ -490,9 +490,10 @@ def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path, preset, monkeyp
         execute_notebook(NOTEBOOK, tmp_path / "out.ipynb",
                          {"model": str(tiny_gpt2_path), "preset": preset, "limit": 4, "n_generated": 2,
                           "max_new_tokens": 6, "n_resamples": 50}, cwd=tmp_path)
-    from fairnb.models.names import model_slug
+    from fairnb import probing
+    from fairnb.results import results_file
 
-    results = pd.read_parquet(results_root / model_slug(str(tiny_gpt2_path)) / "probing.parquet")
+    results = pd.read_parquet(results_file(str(tiny_gpt2_path), probing.CHAPTER, preset, results_root))
     headline = results[results.level == "headline"].set_index("metric")
     assert sorted(headline.index) == ["R_f", "gendered_share", "jsd"]
     assert headline.value.between(0, 1).all()

@@ -552,8 +552,9 @@ def test_summary_says_mcq_is_meaningless_when_one_letter_dominates():
 
 @pytest.mark.parametrize("preset", ["quick", "paper"])
 def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path, preset, monkeypatch):
-    from fairnb.models.names import model_slug
+    from fairnb import ucerf as uc
     from fairnb.report.runner import execute_notebook
+    from fairnb.results import results_file
 
     results_dir = tmp_path / "results"
     monkeypatch.setenv("FAIRNB_RESULTS", str(results_dir))
@@ -562,7 +563,7 @@ def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path, preset, monkeyp
         execute_notebook(NOTEBOOK, tmp_path / "out.ipynb",
                          {"model": str(tiny_gpt2_path), "preset": preset, "limit": 2, "n_resamples": 30},
                          cwd=tmp_path)
-    results = pd.read_parquet(results_dir / model_slug(str(tiny_gpt2_path)) / "ucerf.parquet")
+    results = pd.read_parquet(results_file(str(tiny_gpt2_path), uc.CHAPTER, preset, results_dir))
     headline = results[results["level"] == "headline"].set_index("metric")
     assert sorted(headline.index) == ["equalized_odds", "ucerf"]
     assert 0 <= headline.at["ucerf", "value"] <= 1 and 0 <= headline.at["equalized_odds", "value"] <= 2

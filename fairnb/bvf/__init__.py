@@ -19,8 +19,18 @@ from fairnb.bvf.mining import load_pipeline, mine_templates
 from fairnb.bvf.run import attribute_probabilities, bounded_word_probs, compare_variants, variant_risks
 from fairnb.bvf.tables import (bounds_table, mean_stereotypes, regression_table, results_table, risk_by_norm,
                                significant, summary, total_bounds, variant_summary)
-from fairnb.contract import Chapter, Headline
+from fairnb.contract import Chapter, Headline, PaperSetting
 from fairnb.models.names import VARIANTS
+
+
+# The settings a run departs from the paper in. ``limit`` caps the occupations (the paper: all of
+# Appendix D.1); ``tolerance`` 0 scores every word exactly; ``coverage`` 1 keeps every template.
+PRESETS = {
+    "quick": {"limit": 60, "topics": list(TOPICS), "k": float("inf"), "tolerance": 0.0, "coverage": 1.0,
+              "n_resamples": 1000},
+    "paper": {"limit": None, "topics": list(TOPICS), "k": float("inf"), "tolerance": 0.0, "coverage": 1.0,
+              "n_resamples": 1000},
+}
 
 CHAPTER = Chapter(
     number=1,
@@ -34,16 +44,10 @@ CHAPTER = Chapter(
     ),
     paper="shared/papers/1_bias_volatility.txt",
     needs=("scores",),
+    presets=PRESETS,
+    paper_settings={key: PaperSetting(value, "fairnb's paper preset") for key, value in PRESETS["paper"].items()},
 )
 
-# The settings a run departs from the paper in. ``limit`` caps the occupations (the paper: all of
-# Appendix D.1); ``tolerance`` 0 scores every word exactly; ``coverage`` 1 keeps every template.
-PRESETS = {
-    "quick": {"limit": 60, "topics": list(TOPICS), "k": float("inf"), "tolerance": 0.0, "coverage": 1.0,
-              "n_resamples": 1000},
-    "paper": {"limit": None, "topics": list(TOPICS), "k": float("inf"), "tolerance": 0.0, "coverage": 1.0,
-              "n_resamples": 1000},
-}
 
 __all__ = [
     "CHAPTER", "PRESETS", "VARIANTS", "TOPICS",

@@ -25,20 +25,8 @@ from fairnb.certification.prefixes import (PREFIX_KINDS, can_embed, embedding_ma
 from fairnb.certification.run import Certification, ablate, certify, certify_kinds
 from fairnb.certification.tables import (MAIN_PREFIX, ablation_summary, coverage_summary, lowest_certificate,
                                          soft_prefix_summary, summarize_certificates, summary, tidy_results)
-from fairnb.contract import Chapter, Headline
+from fairnb.contract import Chapter, Headline, PaperSetting
 
-CHAPTER = Chapter(
-    number=5,
-    key="certification",
-    title="Certification",
-    notebook="05_certification.ipynb",
-    headlines=(
-        Headline("p_unbiased_low", "certified lower bound of P(unbiased), jailbreak prefixes pooled",
-                 "higher is fairer", (0.0, 1.0)),
-    ),
-    paper="Chaudhary et al., Certifying Counterfactual Bias in LLMs (LLMCert-B), ICLR 2025",
-    needs=("generate",),
-)
 
 _PAPER = dict(
     pivots="bold", limit=None, prefix_kinds=["random", "jailbreak", "soft"], n=50, confidence=0.95,
@@ -59,6 +47,22 @@ PRESETS = {
 tokens), 100-token printable-ASCII random prefixes, mutation 0.01, interleave 0.2, soft noise
 mag 0.04 over 100 positions, detector thresholds 0.85, n = 50, 95 % confidence, every pivot set.
 ``quick`` (CPU-sized): 2 pivot sets, n = 6, 24 new tokens, a smaller ablation."""
+
+CHAPTER = Chapter(
+    number=5,
+    key="certification",
+    title="Certification",
+    notebook="05_certification.ipynb",
+    headlines=(
+        Headline("p_unbiased_low", "certified lower bound of P(unbiased), jailbreak prefixes pooled",
+                 "higher is fairer", (0.0, 1.0)),
+    ),
+    paper="Chaudhary et al., Certifying Counterfactual Bias in LLMs (LLMCert-B), ICLR 2025",
+    needs=("generate",),
+    presets=PRESETS,
+    paper_settings={key: PaperSetting(value, "fairnb's paper preset") for key, value in PRESETS["paper"].items()},
+)
+
 
 __all__ = [
     "CHAPTER", "PRESETS", "PREFIX_KINDS", "MAIN_PREFIX", "PivotSet", "load_bold_pivots", "load_decodingtrust_pivots",

@@ -9,7 +9,7 @@ co-occurrence ratio, JSD), the tables and case study of Section 4 (:mod:`.tables
 figures (:mod:`.plots`, imported on its own). ``CHAPTER`` is the chapter contract and
 ``PRESETS`` its ``quick`` and ``paper`` settings.
 """
-from fairnb.contract import Chapter, Headline
+from fairnb.contract import Chapter, Headline, PaperSetting
 from fairnb.probing.data import (PROBE_COLUMNS, STRATEGIES, STS_B_COLUMNS, attribute_words, natural_probe_filter,
                                  naturally_sourced_probes, read_sts_b, sts_b_filter, template_probes)
 from fairnb.probing.metrics import LABELS, attribute_shares, cooccurrence_ratio, gender_attribute_label, jsd
@@ -18,18 +18,6 @@ from fairnb.probing.run import (CHAT_INSTRUCTION, FRAMES, INSTRUCTION, build_pro
 from fairnb.probing.tables import (CASES, case_examples, case_split, case_table, headline_table, most_least_biased,
                                    strategy_table, summary, tidy_results, word_jsd_table)
 
-CHAPTER = Chapter(
-    number=2,
-    key="probing",
-    title="Conditional generation",
-    notebook="02_conditional_generation.ipynb",
-    headlines=(
-        Headline("R_f", "female co-occurrence share R^f", "nearer 0.5 is fairer", (0.0, 1.0)),
-        Headline("jsd", "mean JSD of paired attribute words", "lower is fairer", (0.0, 1.0)),
-        Headline("gendered_share", "share of gendered continuations", "lower is fairer", (0.0, 1.0)),
-    ),
-    needs=("scores", "generate"),
-)
 
 # The paper: all 159 template words, 200 LLM-generated statements, every qualifying STS-B test
 # sentence, the input "Complete the sentence: x" and 50 new tokens (Section 3). Its sampling
@@ -42,6 +30,22 @@ PRESETS = {
     "paper": {"frame": "instruction", "limit": None, "n_generated": 200, "max_new_tokens": 50, "temperature": 0.6,
               "top_p": 0.9, "seed": 0, "n_resamples": 1000},
 }
+
+CHAPTER = Chapter(
+    number=2,
+    key="probing",
+    title="Conditional generation",
+    notebook="02_conditional_generation.ipynb",
+    headlines=(
+        Headline("R_f", "female co-occurrence share R^f", "nearer 0.5 is fairer", (0.0, 1.0)),
+        Headline("jsd", "mean JSD of paired attribute words", "lower is fairer", (0.0, 1.0)),
+        Headline("gendered_share", "share of gendered continuations", "lower is fairer", (0.0, 1.0)),
+    ),
+    needs=("scores", "generate"),
+    presets=PRESETS,
+    paper_settings={key: PaperSetting(value, "fairnb's paper preset") for key, value in PRESETS["paper"].items()},
+)
+
 
 __all__ = ["CASES", "CHAPTER", "CHAT_INSTRUCTION", "FRAMES", "INSTRUCTION", "LABELS", "PRESETS", "PROBE_COLUMNS",
            "STRATEGIES", "STS_B_COLUMNS", "attribute_shares", "attribute_words", "build_probes", "case_examples",

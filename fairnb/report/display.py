@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Mapping
 
 import pandas as pd
 from IPython.display import HTML
@@ -32,14 +33,35 @@ def run_card(**parameters) -> HTML:
                 f"<table>{rows}</table></details>")
 
 
-def settings_table(paper: dict, this_run: dict) -> pd.DataFrame:
-    """Setting · paper · this run, for every setting the paper fixes; departures marked.
+def _same(a, b) -> bool:
+    normal = (lambda v: list(v) if isinstance(v, (tuple, list)) else v)
+    try:
+        return bool(normal(a) == normal(b))
+    except (TypeError, ValueError):
+        return False
+
+
+def settings_table(chapter, this_run: Mapping, why: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """Setting · paper (and where it says so) · this run · departs, for every setting the paper states.
+
+    The paper's side comes from ``chapter.paper_settings`` (the paper or its official code, never a
+    preset); ``this_run`` holds the run's values (its settings plus any descriptive entries such as
+    the dataset); ``why`` explains a departure (this machine, a stand-in, a vague paper).
 
     Examples:
-        >>> table = settings_table({"seeds": [0, 1, 2, 3, 4], "k": 2}, {"seeds": [0], "k": 2})
-        >>> table["departs"].tolist(), table.loc["seeds", "this run"]
-        (['yes', ''], '[0]')
+        >>> from fairnb.contract import Chapter, PaperSetting
+        >>> ch = Chapter(9, "demo", "Demo", "09_demo.ipynb", (), paper_settings={
+        ...     "seeds": PaperSetting([0, 1, 2, 3, 4], "Sec. 5.1"), "k": PaperSetting(2, "Eq. 2")})
+        >>> table = settings_table(ch, {"seeds": (0,), "k": 2}, why={"seeds": "CPU-sized"})
+        >>> table["departs"].tolist(), table.loc["seeds", "this run"], table.loc["seeds", "why"]
+        (['yes', ''], '[0]', 'CPU-sized')
     """
-    rows = [{"setting": key, "paper": str(value), "this run": str(this_run.get(key, "—")),
-             "departs": "yes" if this_run.get(key) != value else ""} for key, value in paper.items()]
-    return pd.DataFrame(rows).set_index("setting")
+    why = why or {}
+    rows = []
+    for key, stated in chapter.paper_settings.items():
+        ran = this_run.get(key, "—")
+        departs = not _same(ran, stated.value)
+        rows.append({"setting": key, "paper": str(stated.value), "where": stated.where,
+                     "this run": str(list(ran) if isinstance(ran, tuple) else ran),
+                     "departs": "yes" if departs else "", "why": why.get(key, stated.note) if departs else ""})
+    return pd.DataFrame(rows, columns=["setting", "paper", "where", "this run", "departs", "why"]).set_index("setting")

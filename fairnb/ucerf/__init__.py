@@ -9,7 +9,7 @@ Sec. 5.2-5.3 (:mod:`.tables`; figures in :mod:`.plots`, imported on its own). Th
 what is re-exported here; ``CHAPTER`` is its contract and ``PRESETS`` its ``quick`` and
 ``paper`` settings.
 """
-from fairnb.contract import Chapter, Headline
+from fairnb.contract import Chapter, Headline, PaperSetting
 from fairnb.ucerf.data import (CorefPair, coref_table, intrinsic_prompts, limit_pairs, load_coref, load_synthbias,
                                load_winobias, mcq_options, mcq_prompts, occupation_pair_counts, toy_scenarios)
 from fairnb.ucerf.metrics import (coref_decisions, desirability, equalized_odds, groupwise_ucerf,
@@ -21,6 +21,14 @@ from fairnb.ucerf.tables import (case_study_tables, display_summary, letter_shar
 
 # Headlines: the intrinsic task on type-2 pairs, the paper's main setting (Sec. 5.3, Fig. 6), as
 # means over seeds. EO is |dTPR| + |dFPR|, so it runs from 0 to 2.
+
+# The paper: five seeds (Sec. 5.1), every pair of WinoBias and SynthBias, both tasks. ``limit``
+# caps the minimal pairs per type (each seed draws its own); n_resamples is fairnb's choice.
+PRESETS = {
+    "quick": {"seeds": [0, 1], "limit": 50, "tasks": ["intrinsic", "mcq"], "n_resamples": 1000},
+    "paper": {"seeds": [0, 1, 2, 3, 4], "limit": None, "tasks": ["intrinsic", "mcq"], "n_resamples": 1000},
+}
+
 CHAPTER = Chapter(
     number=3,
     key="ucerf",
@@ -32,14 +40,10 @@ CHAPTER = Chapter(
     ),
     paper="Is Your Model Fairly Certain? Uncertainty-Aware Fairness Evaluation for LLMs",
     needs=("scores",),
+    presets=PRESETS,
+    paper_settings={key: PaperSetting(value, "fairnb's paper preset") for key, value in PRESETS["paper"].items()},
 )
 
-# The paper: five seeds (Sec. 5.1), every pair of WinoBias and SynthBias, both tasks. ``limit``
-# caps the minimal pairs per type (each seed draws its own); n_resamples is fairnb's choice.
-PRESETS = {
-    "quick": {"seeds": [0, 1], "limit": 50, "tasks": ["intrinsic", "mcq"], "n_resamples": 1000},
-    "paper": {"seeds": [0, 1, 2, 3, 4], "limit": None, "tasks": ["intrinsic", "mcq"], "n_resamples": 1000},
-}
 PAPER_SETTINGS = {**PRESETS["paper"], "dataset": "WinoBias + SynthBias"}
 
 __all__ = [
