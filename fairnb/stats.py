@@ -55,3 +55,49 @@ def bootstrap_mean(values, n_resamples: int = 1000, confidence: float = 0.95, se
     values = np.asarray(values, dtype=float)
     row = bootstrap(lambda idx: {"mean": values[idx].mean()}, len(values), n_resamples, confidence, seed).loc["mean"]
     return float(row["value"]), float(row["ci_low"]), float(row["ci_high"])
+
+
+def paired_difference(a, b, statistic: Callable[[np.ndarray], float] = np.mean, n_resamples: int = 1000,
+                      confidence: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
+    """``statistic(b) − statistic(a)`` on the same items, with a paired percentile-bootstrap interval.
+
+    ``a[i]`` and ``b[i]`` are two models' scores of one item (an occupation, a minimal pair, a
+    prompt); each resample draws items, never models, so what the items share cancels out. Two
+    models that differ by a constant on every item get a zero-width interval, however spread the
+    items are. Returns ``(difference, low, high)``.
+
+    Examples:
+        >>> paired_difference([0.1, 0.5, 0.9], [0.2, 0.6, 1.0])
+        (0.1, 0.1, 0.1)
+        >>> paired_difference([0.1, 0.2], [0.3])
+        Traceback (most recent call last):
+        ...
+        ValueError: A paired difference needs the same items for both models: 2 scores against 1.
+    """
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.shape != b.shape:
+        raise ValueError(f"A paired difference needs the same items for both models: {a.size} scores against {b.size}.")
+    ci = bootstrap(lambda idx: {"difference": float(statistic(b[idx]) - statistic(a[idx]))}, len(a),
+                   n_resamples, confidence, seed).loc["difference"]
+    return tuple(round(float(ci[c]), 12) for c in ("value", "ci_low", "ci_high"))  # type: ignore[return-value]
+
+
+def paired_reading(low: float, high: float, direction: str, first: str = "A", second: str = "B",
+                   confidence: float = 0.95) -> str:
+    """Which of two models is fairer, read from the interval of ``second − first``.
+
+    ``direction`` is a headline's (``fairnb.contract.DIRECTIONS``); for "nearer 0.5 is fairer" the
+    difference must be of the distances to 0.5. An interval that holds 0 says neither.
+
+    Examples:
+        >>> paired_reading(0.02, 0.09, "lower is fairer", "base", "stereotyped")
+        'base fairer'
+        >>> paired_reading(-0.01, 0.03, "higher is fairer")
+        'not distinguishable at 95 %'
+    """
+    lower_is_fairer = direction in ("lower is fairer", "nearer 0.5 is fairer")
+    if low > 0:
+        return f"{first if lower_is_fairer else second} fairer"
+    if high < 0:
+        return f"{second if lower_is_fairer else first} fairer"
+    return f"not distinguishable at {confidence:.0%}".replace("%", " %")
