@@ -62,6 +62,11 @@ class Citation:
 class Headline:
     """One headline number of a chapter: one value per model and run on the comparison page.
 
+    ``meaning`` says in a sentence what it measures and how to read it (the metric card);
+    ``items`` names the metric of the result rows, one per item (occupation, pair, pivot set…),
+    whose mean over items is this headline (or its per-item counterpart): two models scored on the
+    same items are compared by a paired difference of those rows. Empty: no per-item rows.
+
     Examples:
         >>> Headline("R", "discrimination risk R", "lower is fairer", (0.0, None)).direction
         'lower is fairer'
@@ -71,6 +76,8 @@ class Headline:
     label: str
     direction: str
     range: tuple[float | None, float | None] = (None, None)
+    meaning: str = ""
+    items: str = ""
 
     def __post_init__(self):
         if self.direction not in DIRECTIONS:
