@@ -7,7 +7,7 @@ MODELS ?= default,gemma-3-270m
 CHAPTERS ?= all
 export TOKENIZERS_PARALLELISM = false
 
-.PHONY: report test book bench clean
+.PHONY: report test book pdf bench clean
 
 $(STAMP): requirements.txt requirements-models.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ report: $(STAMP)
 
 book: $(STAMP)
 	$(PY) -m fairnb book --runs book/runs
+
+# The whole book as one PDF (after `make report`), printed offline by headless Chromium.
+pdf: $(STAMP)
+	$(PY) -m fairnb.report.pdf
 
 test: $(STAMP)
 	$(VENV)/bin/lint-imports
