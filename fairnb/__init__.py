@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import warnings
+from importlib.metadata import PackageNotFoundError, version
 
 # tqdm.auto (used inside transformers) warns in every notebook that lacks ipywidgets; set before
 # anything below can import it.
@@ -16,7 +17,10 @@ warnings.filterwarnings("ignore", message="IProgress not found")
 
 from fairnb.models.names import model_slug  # noqa: E402
 
-__version__ = "0.2.0"
+try:
+    __version__ = version("fairnb")
+except PackageNotFoundError:  # a source tree on sys.path that was never installed
+    __version__ = "0+unknown"
 __all__ = ["LanguageModel", "load_model", "model_slug", "chapters", "chapter", "__version__"]
 
 METHOD_PACKAGES = ("bvf", "probing", "ucerf", "group_fairness", "certification")
