@@ -30,8 +30,8 @@ def test_rows_need_a_valid_level_and_declared_headlines(tmp_path):
 
 def test_registry_names_each_chapter_once():
     chapters = fairnb.chapters()
-    assert [c.number for c in chapters] == [1, 2, 3, 4, 5]
-    assert len({c.key for c in chapters}) == len({c.notebook for c in chapters}) == 5
+    assert [c.number for c in chapters] == sorted({c.number for c in chapters})
+    assert len({c.key for c in chapters}) == len({c.notebook for c in chapters}) == len(chapters)
     assert fairnb.chapter(3).key == "ucerf" and fairnb.chapter("bvf").number == 1
     with pytest.raises(ValueError, match="Unknown chapter"):
         fairnb.chapter(9)

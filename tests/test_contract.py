@@ -1,0 +1,39 @@
+"""The chapter registry is the one list of methods: packages, layer contracts and notebooks agree with it."""
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import fairnb
+from fairnb.contract import NOT_GIVEN
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def method_layer() -> set[str]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    layers = next(c for c in config if c["type"] == "layers")["layers"]
+    line = next(layer for layer in layers if "fairnb.bvf" in layer)
+    return {name.strip().removeprefix("fairnb.") for name in line.split("|")}
+
+
+def test_registry_layer_contract_and_notebooks_name_the_same_methods():
+    keys = {ch.key for ch in fairnb.chapters()}
+    assert keys == set(fairnb.METHOD_PACKAGES) == method_layer()
+    forbidden = next(c for c in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+                     if c["type"] == "forbidden")["forbidden_modules"]
+    assert {f"fairnb.{key}" for key in keys} <= set(forbidden)
+    chapter_notebooks = {p.name for p in (ROOT / "notebooks").glob("0[1-9]_*.ipynb")}
+    assert chapter_notebooks == {ch.notebook for ch in fairnb.chapters()}
+
+
+def test_every_chapter_declares_presets_paper_settings_and_a_citation():
+    for chapter in fairnb.chapters():
+        assert set(chapter.presets) >= {"quick", "paper"}, chapter.key
+        assert chapter.paper_settings, chapter.key
+        assert all(setting.where for setting in chapter.paper_settings.values()), chapter.key
+        assert chapter.citation is not None and chapter.citation.url, chapter.key
+        assert chapter.settings("paper") == dict(chapter.presets["paper"])
+        override = next(iter(chapter.presets["quick"]))
+        assert chapter.settings("quick", {override: None})[override] is None  # None is a value, not "not given"
+        assert chapter.settings("quick", {override: NOT_GIVEN}) == dict(chapter.presets["quick"])
