@@ -457,3 +457,16 @@ def published_counts(chapters: Collection[Chapter], published: pd.DataFrame | No
     """How many published numbers each chapter carries, by chapter number (0 where its paper prints none)."""
     published = all_published(chapters) if published is None else published
     return published.groupby("number").size().reindex([ch.number for ch in chapters], fill_value=0)
+
+
+def status_sentence(table: pd.DataFrame) -> str:
+    """How many published numbers have each status, in one sentence.
+
+    Examples:
+        >>> status_sentence(pd.DataFrame({"status": ["not run", "reproduced", "not run"]}))
+        'Of 3 published numbers, 1 reproduced and 2 not run here.'
+    """
+    counts = table["status"].value_counts()
+    parts = [f"{counts[s]} {s}" for s in STATUSES if s in counts]
+    listed = ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else "".join(parts)
+    return f"Of {len(table)} published numbers, {listed or 'none'} here."
