@@ -320,10 +320,13 @@ def published_beside_run(chapter: Chapter, model: str, settings: Mapping[str, An
     recorded = record_settings(chapter, model, settings, preset, condition_keys(published), root)
     mine = published[[model_matches(model, hub) for hub in published["hub_id"]]]
     label = model_label(model)
+    if published.empty:
+        return Markdown(f"Paper {chapter.number}'s text prints no numbers (its results are figures): "
+                        "nothing to set beside this run.")
     if mine.empty:
-        named = ", ".join(dict.fromkeys(published["model"])) or "none: its text prints no numbers"
-        return Markdown(f"Paper {chapter.number} prints no number for {label} (its models: {named}); "
-                        f"the [reproduction page](../reproduction.ipynb) lists them all.")
+        return Markdown(f"Paper {chapter.number} prints no number for {label} (its models: "
+                        f"{', '.join(dict.fromkeys(published['model']))}); the [reproduction page](../reproduction.ipynb) "
+                        "lists them all.")
     rows = pd.read_parquet(results_file(model, chapter, preset, root)) if results is None else results
     verdicts = [verdict(p, rows, recorded, preset) for _, p in mine.iterrows()]
     table = pd.DataFrame({

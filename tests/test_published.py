@@ -73,7 +73,8 @@ def _produced(chapter_key: str) -> set[tuple[str, str]]:
         answers = pd.DataFrame([{"task": task, "dimension": d, "target": t, "toxicity": 0.1 * i,
                                  "negative_sentiment": i % 2, "declination": 0}
                                 for task in (gf.MAIN_TASK, "gf_think") for d in gf.DIMENSIONS for i, t in enumerate("ab")])
-        rows = gf.tidy_results(answers)
+        rows = getattr(gf, "results_table", None) or gf.tidy_results  # renamed results_table on the chapter 4 branch
+        rows = rows(answers)
     elif chapter_key == "ucerf":
         summary = pd.DataFrame([{"task": "intrinsic", "type": t, "metric": m, "value": 0.5, "ci_low": 0.4, "ci_high": 0.6,
                                  "seed_sd": 0.0, "n_pairs": 4} for t in (1, 2) for m in fairnb.ucerf.tables.METRICS])
@@ -206,3 +207,33 @@ def test_reproduce_without_the_hub_prints_the_plan_and_runs_nothing(monkeypatch,
     assert "The plan: 7 (model, chapter) runs under preset=paper of 7 models" in first
     assert "xlnet-base-cased" in out and "a permutation LM (XLNet)" in out
     assert "python -m fairnb run --models bert-base-uncased --chapters 1 --param preset=paper" in out
+
+
+def test_the_reproduction_page_sits_beside_the_comparison_page_in_the_toc(tmp_path):
+    from fairnb.report import book
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for name in ("comparison", "reproduction"):
+        (runs / f"{name}.ipynb").write_text("{}")
+    toc = book.book_toc(runs, tmp_path)
+    assert toc["parts"] == [{"caption": "Across models", "chapters": [{"file": "runs/comparison", "title": "Comparison"},
+                                                                      {"file": "runs/reproduction", "title": "Reproduction"}]}]
+    assert "[the reproduction page](reproduction.ipynb)" in (runs / "intro.md").read_text()
+
+
+def test_a_notebooks_globals_are_resolved_like_its_settings_and_only_the_asked_keys_recorded(tmp_path):
+    from fairnb.contract import Chapter
+
+    chapter = Chapter(9, "demo", "Demo", "09_demo.ipynb", (), presets={"quick": {"criterion": "eq2", "limit": 5},
+                                                                     "paper": {"criterion": "official", "limit": None}})
+    given = {"criterion": "preset", "limit": 7, "dataset": "/data/WinoBias", "np": np, "unrelated": 1}
+    recorded = published.record_settings(chapter, "tiny", given, "paper", ["dataset"], tmp_path)
+    assert recorded == {"criterion": "official", "dataset": "/data/WinoBias", "limit": 7}
+    assert published.read_run_settings(tmp_path) == {("tiny", "demo.paper"): recorded}
+
+
+def test_a_paper_without_numbers_says_so(tmp_path):
+    empty = published.load_published(fairnb.probing.CHAPTER)
+    shown = published.published_beside_run(fairnb.probing.CHAPTER, "default", {}, "quick", published=empty, root=tmp_path)
+    assert shown.data == "Paper 2's text prints no numbers (its results are figures): nothing to set beside this run."
