@@ -208,6 +208,17 @@ def _text(value: Any) -> str:
     return str(value).strip().lower()
 
 
+def _shown(value: Any, width: int = 40) -> str:
+    """A setting's value, shortened for a sentence.
+
+    Examples:
+        >>> _shown("eq2"), _shown({"gender": list(range(30))}, 20)
+        ("'eq2'", "{'gender': [0, 1, 2…")
+    """
+    text = repr(value)
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
 def _met(op: str, have: Any, want: str) -> bool:
     if op == "~":
         return want.lower() in _text(have)
@@ -237,8 +248,8 @@ def unmet_conditions(conditions: str, preset: str, settings: Mapping[str, Any], 
             reasons.append(f"it does not record {key} (the paper: {want})")
         elif not _met(op, have, want):
             reasons.append(f"it used the {have} preset, not {want}" if key == "preset" else
-                           f"{key} is {have}, the paper needs at least {want}" if op == ">=" else
-                           f"{key} is {have!r}, the paper's {'contains' if op == '~' else 'is'} {want!r}")
+                           f"{key} is {_shown(have)}, the paper needs at least {want}" if op == ">=" else
+                           f"{key} is {_shown(have)}, the paper's {'contains' if op == '~' else 'is'} {want!r}")
     return reasons
 
 
@@ -251,16 +262,18 @@ def verdict(published: Mapping[str, Any], rows: pd.DataFrame, settings: Mapping[
 
     Returns ``this_run``, ``ci_low``, ``ci_high`` (on the paper's scale, NaN when absent),
     ``difference`` (run - paper), ``within`` (inside the run's interval, None without one),
-    ``status`` (one of :data:`STATUSES` but "not run") and ``why``.
+    ``status`` (one of :data:`STATUSES` but "not run"), ``why`` and ``reasons`` (why it is not comparable).
     """
     found = rows[(rows["item"] == published["item"]) & (rows["metric"] == published["metric"])]
     nan = float("nan")
     if published["kind"] == "rank":
+        why = f"it is a {published['scale']}, set among the runs of the paper's models on the reproduction page"
         return dict(this_run=nan, ci_low=nan, ci_high=nan, difference=nan, within=None, status="not comparable",
-                    why=f"a {published['scale']}: the reproduction page ranks the runs of the paper's models")
+                    why=why, reasons=[why])
     if found.empty:
+        why = f"the run has no {published['metric']} row for {published['item']}"
         return dict(this_run=nan, ci_low=nan, ci_high=nan, difference=nan, within=None, status="not comparable",
-                    why=f"the run has no {published['metric']} row for {published['item']}")
+                    why=why, reasons=[why])
     row = found.iloc[0]
     factor = _factor(published["scale"])
     value = float(row["value"]) * factor
@@ -280,7 +293,8 @@ def verdict(published: Mapping[str, Any], rows: pd.DataFrame, settings: Mapping[
     else:
         status = "reproduced" if abs(difference) <= published["tolerance"] else "differs"
         why = f"|difference| {'<=' if status == 'reproduced' else '>'} the tolerance {published['tolerance']:g}"
-    return dict(this_run=value, ci_low=low, ci_high=high, difference=difference, within=within, status=status, why=why)
+    return dict(this_run=value, ci_low=low, ci_high=high, difference=difference, within=within, status=status, why=why,
+                reasons=reasons)
 
 
 def _number(value: float) -> str:
@@ -336,13 +350,13 @@ def published_beside_run(chapter: Chapter, model: str, settings: Mapping[str, An
         "difference": [_number(v["difference"]) for v in verdicts],
         "within the run's interval?": ["–" if v["within"] is None else "yes" if v["within"] else "no" for v in verdicts],
         "status": [v["status"] for v in verdicts]})
-    reasons = list(dict.fromkeys(v["why"] for v in verdicts if v["status"] == "not comparable"))
+    reasons = list(dict.fromkeys(r for v in verdicts for r in v["reasons"]))
     counts = pd.Series([v["status"] for v in verdicts]).value_counts()
     text = (f"Paper {chapter.number} prints {len(mine)} number(s) for {label}: "
             + ", ".join(f"{counts[s]} {s}" for s in STATUSES if s in counts) + ".")
     if reasons:
-        text += " This run is not comparable with " + ("them" if len(reasons) == len(verdicts) else "some of them") + \
-                " because " + "; and because ".join(reasons) + "."
+        text += (" This run is not comparable with " + ("them" if counts.get("not comparable") == len(verdicts)
+                                                      else "some of them") + ": " + "; ".join(reasons) + ".")
     return Markdown(text + "\n\n" + markdown_table(table))
 
 
@@ -420,7 +434,8 @@ def reproduction_table(chapters: Collection[Chapter], results: pd.DataFrame | No
                 v = verdict(p, run["rows"], run["settings"], run["preset"])
                 if p["kind"] == "rank":
                     ranked = _rank_verdict(p, published, runs)
-                    v.update(ranked or dict(why=f"a {p['scale']}: needs comparable runs of all of them here"))
+                    v.update(ranked or dict(why=f"it is a {p['scale']}, which needs comparable runs of all the "
+                                                "paper's ranked models here"))
                 candidates.append({**v, "run": f"{model_label(run['model'])} ({run['preset']})",
                                    "command": "", "_order": (order[v["status"]], run["preset"] != "paper")})
         best = min(candidates, key=lambda c: c["_order"]) if candidates else _not_run(p)

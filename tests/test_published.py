@@ -156,7 +156,7 @@ def test_a_quick_run_or_another_criterion_is_labelled_not_comparable(tmp_path, t
     table = published.load_published(BVF, _fixture(tmp_path / "p.csv", hub_id=model))
     _tiny_run(tmp_path, model, "quick")
     shown = published.published_beside_run(BVF, model, {"criterion": "eq2"}, "quick", published=table, root=tmp_path).data
-    assert ("This run is not comparable with them because it used the quick preset, not paper; "
+    assert ("This run is not comparable with them: it used the quick preset, not paper; "
             "criterion is 'eq2', the paper's is 'official'.") in shown
     assert shown.splitlines()[-1].endswith("| not comparable |")
     nothing = published.published_beside_run(BVF, "default", {}, "quick", published=table, root=tmp_path).data
