@@ -5,9 +5,10 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 MODELS ?= default,gemma-3-270m
 CHAPTERS ?= all
+PAPERS ?= all
 export TOKENIZERS_PARALLELISM = false
 
-.PHONY: report test book pdf bench clean
+.PHONY: report test book pdf reproduce bench clean
 
 $(STAMP): requirements.txt requirements-models.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +32,10 @@ pdf: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest
+
+# The papers' open models under preset=paper; without the hub it prints the plan and exits 0.
+reproduce: $(STAMP)
+	$(PY) -m fairnb reproduce --paper $(PAPERS) --out book/runs
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.run

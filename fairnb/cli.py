@@ -3,6 +3,7 @@
     python -m fairnb run --models default,gemma-3-270m --chapters all --limit 50 --out book/runs
     python -m fairnb run --config run.yaml          # the same settings as a YAML mapping
     python -m fairnb book --runs book/runs
+    python -m fairnb reproduce --paper 1          # the paper's open models under preset=paper, or the plan
 
 A config file holds any of ``models``, ``chapters``, ``limit``, ``params`` (a mapping),
 ``out``, ``results``, ``executor``, ``scheduler``, ``workers``, ``force``, ``timeout``,
@@ -20,6 +21,8 @@ from pathlib import Path
 
 import yaml
 
+import fairnb
+from fairnb import published
 from fairnb.report import book, runner
 from fairnb.report.parameters import check_limit, check_name, parse_param
 
@@ -54,6 +57,13 @@ def build_parser() -> argparse.ArgumentParser:
     book.add_argument("--runs", default="book/runs", help="folder of the executed notebooks (default: book/runs)")
     book.add_argument("--results", help="folder of the result files (default: RUNS/results)")
     book.add_argument("--no-build", action="store_true", help="write the table of contents, skip jupyter-book")
+
+    reproduce = commands.add_parser("reproduce", help="run the papers' open models under preset=paper, "
+                                                      "or print the plan when the hub cannot be reached")
+    reproduce.add_argument("--paper", default="all", help="'all' or comma-separated paper (= chapter) numbers")
+    reproduce.add_argument("--out", default="book/runs", help="where executed notebooks go (default: book/runs)")
+    reproduce.add_argument("--results", help="where the notebooks write result files (default: OUT/results)")
+    reproduce.add_argument("--plan", action="store_true", help="print the plan, run nothing")
     return parser
 
 
@@ -118,10 +128,50 @@ def book_command(args: argparse.Namespace) -> int:
     return book.build_book(args.runs, results=args.results, build=not args.no_build)
 
 
+def reachable_models(models: list[str]) -> tuple[list[str], str]:
+    """The models the runner's check (:func:`fairnb.models.loading.check_model`) finds, and the first refusal.
+
+    Once the hub is found unreachable the other models are looked up in the local cache only.
+    """
+    from fairnb.models.loading import check_model
+
+    found, refusal = [], ""
+    for model in models:
+        try:
+            check_model(model)
+            found.append(model)
+        except ValueError as error:
+            refusal = refusal or str(error)
+            if "cannot be reached" in str(error):
+                os.environ["HF_HUB_OFFLINE"] = "1"
+    return found, refusal
+
+
+def reproduce_command(args: argparse.Namespace) -> int:
+    pages = runner.available_pages()
+    numbers = [n for n in runner.select_chapters(args.paper, pages) if n != runner.GETTING_STARTED[0]]
+    chapters = [ch for ch in fairnb.chapters() if ch.number in numbers]
+    plan = published.reproduction_plan(chapters)
+    runnable = plan[plan["fairnb can score it"] == "yes"]
+    found, refusal = ([], "") if args.plan else reachable_models(list(dict.fromkeys(runnable["hub id"])))
+    if not found:
+        reason = "--plan was given" if args.plan else f"no model of the paper could be found ({refusal.rstrip('.')})"
+        print(f"Nothing runs: {reason}. The plan: {len(runnable)} (model, chapter) runs under preset=paper "
+              f"of {runnable['hub id'].nunique()} models, and the models fairnb cannot score yet:")
+        print(plan.to_string(index=False))
+        return 0
+    pairs = [pair for row in runnable[runnable["hub id"].isin(found)].itertuples()
+             for pair in runner.plan_pairs([row[3]], [row.chapter], pages, args.out)]
+    results = Path(args.results or book.results_folder(args.out)).resolve()
+    summary = runner.run_pairs(pairs, {"preset": "paper"}, results=results)
+    print(summary.to_string(index=False))
+    return 1 if (summary["status"] == "failed").any() else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    command = run_command if args.command == "run" else book_command
+    command = {"run": run_command, "book": book_command, "reproduce": reproduce_command}[args.command]
     try:
         return command(args)
     except ValueError as error:  # a usage error: one sentence, exit status 2 (as argparse's own)

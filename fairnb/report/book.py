@@ -22,6 +22,7 @@ from fairnb.models.names import model_label
 from fairnb.report.runner import GETTING_STARTED, REPO_ROOT, execute_notebook, record_path
 
 COMPARISON_NOTEBOOK = REPO_ROOT / "book" / "comparison.ipynb"
+REPRODUCTION_NOTEBOOK = REPO_ROOT / "book" / "reproduction.ipynb"
 INTRO = REPO_ROOT / "book" / "intro.md"
 
 
@@ -32,9 +33,10 @@ def results_folder(runs: str | Path) -> Path:
 
 def execute_comparison(runs: str | Path, results: str | Path | None = None, source: str | Path = COMPARISON_NOTEBOOK,
                        timeout: int | None = None) -> Path:
-    """Execute the comparison page into ``<runs>/comparison.ipynb`` over ``results`` (default ``<runs>/results``)."""
+    """Execute an across-models page (the comparison page by default) into ``<runs>/<its name>`` over
+    ``results`` (default ``<runs>/results``)."""
     results = Path(results or results_folder(runs)).resolve()
-    return execute_notebook(source, Path(runs) / "comparison.ipynb", {"results_dir": str(results)}, cwd=REPO_ROOT,
+    return execute_notebook(source, Path(runs) / Path(source).name, {"results_dir": str(results)}, cwd=REPO_ROOT,
                             timeout=timeout)
 
 
@@ -88,6 +90,8 @@ def intro_page(runs: Path, pages: dict[int, list[Path]]) -> Path:
     text = INTRO.read_text().rstrip() + "\n\n## Chapters and models\n\n" + "\n".join(rows) + "\n"
     if (runs / "comparison.ipynb").exists():
         text += "\nAll models side by side: [the comparison page](comparison.ipynb).\n"
+    if (runs / REPRODUCTION_NOTEBOOK.name).exists():
+        text += f"\nThe papers' own numbers beside the runs: [the reproduction page]({REPRODUCTION_NOTEBOOK.name}).\n"
     atomic_write_text(path, text)
     return path
 
@@ -96,7 +100,7 @@ def book_toc(runs: str | Path, book_root: str | Path = REPO_ROOT) -> dict:
     """A Jupyter Book table of contents over the runs that exist, writing the intro and landing pages.
 
     Getting started (the quickstart), then one entry per chapter (its landing page, captioned
-    from ``CHAPTER.title``) with its models as sections, then the comparison page.
+    from ``CHAPTER.title``) with its models as sections, then the comparison and reproduction pages.
     File entries are relative to ``book_root``, extension-less, as Jupyter Book wants them.
     """
     book_root = Path(book_root).resolve()
@@ -118,8 +122,11 @@ def book_toc(runs: str | Path, book_root: str | Path = REPO_ROOT) -> dict:
                 for ch in fairnb.chapters() if ch.number in pages]
     if chapters:
         parts.append({"caption": "Chapters", "chapters": chapters})
-    if (runs / "comparison.ipynb").exists():
-        parts.append({"caption": "Across models", "chapters": [entry(runs / "comparison.ipynb", "Comparison")]})
+    across = [entry(runs / page.name, title) for page, title in ((COMPARISON_NOTEBOOK, "Comparison"),
+                                                                 (REPRODUCTION_NOTEBOOK, "Reproduction"))
+              if (runs / page.name).exists()]
+    if across:
+        parts.append({"caption": "Across models", "chapters": across})
     toc: dict = {"format": "jb-book", "root": entry(intro_page(runs, pages), "")["file"]}
     if parts:
         toc["parts"] = parts
@@ -128,12 +135,13 @@ def book_toc(runs: str | Path, book_root: str | Path = REPO_ROOT) -> dict:
 
 def build_book(runs: str | Path, book_root: str | Path = REPO_ROOT, results: str | Path | None = None,
                build: bool = True, timeout: int | None = None) -> int:
-    """Execute the comparison page, write ``_build/_toc.generated.yml`` and run ``jupyter-book build``.
+    """Execute the comparison and reproduction pages, write ``_build/_toc.generated.yml`` and run ``jupyter-book build``.
 
     Returns the exit code of the build (0 when ``build`` is False).
     """
     book_root = Path(book_root).resolve()
     execute_comparison(runs, results, timeout=timeout)
+    execute_comparison(runs, results, REPRODUCTION_NOTEBOOK, timeout=timeout)
     toc_path = book_root / "_build" / "_toc.generated.yml"
     atomic_write_text(toc_path, yaml.safe_dump(book_toc(runs, book_root), sort_keys=False, allow_unicode=True))
     print(f"Table of contents: {toc_path}")
