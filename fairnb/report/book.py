@@ -18,6 +18,8 @@ import yaml
 
 import fairnb
 from fairnb.models.cache import atomic_write_text
+from fairnb.report.findings import headline_findings
+from fairnb.results import read_results
 from fairnb.models.names import model_label
 from fairnb.report.runner import GETTING_STARTED, REPO_ROOT, execute_notebook, record_path
 
@@ -64,8 +66,8 @@ def landing_page(chapter, pages: list[Path], runs: Path) -> Path:
     """``<runs>/chapters/NN_name.md``: the chapter's title, paper and one link per model."""
     path = runs / "chapters" / f"{Path(chapter.notebook).stem}.md"
     lines = [f"# {chapter.number}. {chapter.title}", ""]
-    if chapter.paper:
-        lines += [chapter.paper, ""]
+    if chapter.citation:
+        lines += [f"Paper: {chapter.citation.text()} {{cite}}`{chapter.citation.key}`", ""]
     lines += ["This chapter ran on these models:", ""]
     lines += [f"- [{page_model(p)}]({link(p, path.parent)})" for p in pages]
     headlines = ", ".join(f"{h.label} ({h.direction})" for h in chapter.headlines)
@@ -74,8 +76,33 @@ def landing_page(chapter, pages: list[Path], runs: Path) -> Path:
     return path
 
 
-def intro_page(runs: Path, pages: dict[int, list[Path]]) -> Path:
-    """``<runs>/intro.md``: the book's intro text, then chapters x models as a grid of links."""
+def chapter_table() -> str:
+    """The chapters as the registry declares them: title, paper (cited), headlines, what each needs of a model."""
+    rows = ["| chapter | paper | headline numbers | needs of the model |", "|---|---|---|---|"]
+    for ch in fairnb.chapters():
+        cited = f"{{cite:t}}`{ch.citation.key}`" if ch.citation else ch.paper
+        rows.append(f"| {ch.number}. {ch.title} | {cited} | {', '.join(h.label for h in ch.headlines)} | "
+                    f"{', '.join(ch.needs)} |")
+    return "\n".join(rows)
+
+
+def findings_section(results: Path) -> str:
+    """What the report found: each headline across the models run, with its generated reading."""
+    try:
+        findings = headline_findings(read_results(results), fairnb.chapters())
+    except (OSError, ValueError) as error:
+        return f"## What this report found\n\nThe result files could not be read: {error}\n"
+    if findings.empty:
+        return "## What this report found\n\nNo chapter has written results yet: run `make report`.\n"
+    lines = ["## What this report found", "",
+             "Each chapter's headline numbers across the models run (preset in the third column), and what they say. "
+             "The comparison page has the intervals and the paired differences.", "",
+             findings.fillna("—").to_markdown(index=False)]
+    return "\n".join(lines) + "\n"
+
+
+def intro_page(runs: Path, pages: dict[int, list[Path]], results: Path | None = None) -> Path:
+    """``<runs>/intro.md``: the intro text, what the report found, the chapters, chapters x models as links."""
     path = runs / "intro.md"
     models = list(dict.fromkeys(p.parent for number in sorted(pages) for p in pages[number]))
     head = "| chapter | " + " | ".join(page_model(next(runs.glob(f"{m.name}/*.ipynb"))) for m in models) + " |"
@@ -87,7 +114,10 @@ def intro_page(runs: Path, pages: dict[int, list[Path]]) -> Path:
             page = next((p for p in pages[number] if p.parent == model), None)
             cells.append(f"[page]({link(page, runs)})" if page else "—")
         rows.append(f"| {titles[number]} | " + " | ".join(cells) + " |")
-    text = INTRO.read_text().rstrip() + "\n\n## Chapters and models\n\n" + "\n".join(rows) + "\n"
+    intro = INTRO.read_text().rstrip()
+    title, _, rest = intro.partition("\n\n")
+    text = (f"{title}\n\n{rest}\n\n{findings_section(results or results_folder(runs))}\n## The chapters\n\n"
+            f"{chapter_table()}\n\n## Chapters and models\n\n" + "\n".join(rows) + "\n")
     if (runs / "comparison.ipynb").exists():
         text += "\nAll models side by side: [the comparison page](comparison.ipynb).\n"
     if (runs / REPRODUCTION_NOTEBOOK.name).exists():
@@ -96,7 +126,16 @@ def intro_page(runs: Path, pages: dict[int, list[Path]]) -> Path:
     return path
 
 
-def book_toc(runs: str | Path, book_root: str | Path = REPO_ROOT) -> dict:
+def bibliography_page(runs: Path) -> Path:
+    """``<runs>/references.md``: every entry of ``book/references.bib`` (papers, datasets, models, libraries)."""
+    path = runs / "references.md"
+    atomic_write_text(path, "# References\n\nThe papers the chapters implement, the datasets their loaders read, the "
+                            "models the default report runs and the libraries it is built with.\n\n"
+                            "```{bibliography}\n:all:\n```\n")
+    return path
+
+
+def book_toc(runs: str | Path, book_root: str | Path = REPO_ROOT, results: str | Path | None = None) -> dict:
     """A Jupyter Book table of contents over the runs that exist, writing the intro and landing pages.
 
     Getting started (the quickstart), then one entry per chapter (its landing page, captioned
@@ -127,7 +166,8 @@ def book_toc(runs: str | Path, book_root: str | Path = REPO_ROOT) -> dict:
               if (runs / page.name).exists()]
     if across:
         parts.append({"caption": "Across models", "chapters": across})
-    toc: dict = {"format": "jb-book", "root": entry(intro_page(runs, pages), "")["file"]}
+    parts.append({"caption": "References", "chapters": [entry(bibliography_page(runs), "References")]})
+    toc: dict = {"format": "jb-book", "root": entry(intro_page(runs, pages, Path(results) if results else None), "")["file"]}
     if parts:
         toc["parts"] = parts
     return toc
@@ -143,7 +183,7 @@ def build_book(runs: str | Path, book_root: str | Path = REPO_ROOT, results: str
     execute_comparison(runs, results, timeout=timeout)
     execute_comparison(runs, results, REPRODUCTION_NOTEBOOK, timeout=timeout)
     toc_path = book_root / "_build" / "_toc.generated.yml"
-    atomic_write_text(toc_path, yaml.safe_dump(book_toc(runs, book_root), sort_keys=False, allow_unicode=True))
+    atomic_write_text(toc_path, yaml.safe_dump(book_toc(runs, book_root, results), sort_keys=False, allow_unicode=True))
     print(f"Table of contents: {toc_path}")
     if not build:
         return 0
