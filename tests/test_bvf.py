@@ -640,6 +640,8 @@ def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path, preset):
     assert (headline["bound"] > 0).all()  # coverage 0.8 drops templates: the page reports the bound
     topics = {"quick": {"gender", "race", "religion", "disability"}, "paper": {"gender", "religion"}}[preset]
     assert set(results["topic"]) == topics
+    assert set(results["criterion"]) == {"official"}  # both presets: the official criterion
+    assert set(results["words"]) == {"exact" if preset == "quick" else "single-token"}
     occupations = results[(results["topic"] == "gender") & (results["metric"] == "r")]
     assert sorted(occupations["group"]) == ["accountant", "administrator", "advisor"]
     assert headline.at["R", "value"] == pytest.approx(occupations["value"].mean())
