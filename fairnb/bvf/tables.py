@@ -101,8 +101,8 @@ def word_table(categories: Mapping[str, Mapping[str, Sequence[str]]], scored: Ma
     Examples:
         >>> table = word_table({"g": {"m": ["he", "gentleman"], "f": ["she"]}}, {"g": {"m": ["he"], "f": ["she"]}},
         ...                    {"g": pd.DataFrame({"template": ["a"]})}, 4)
-        >>> table.loc["g"].tolist()
-        ['m, f', 3, 2, '', '1 of source', 4]
+        >>> table.loc["g"].astype(str).tolist()
+        ['m, f', '3', '2', '', '1 of source', '4']
     """
     return pd.DataFrame({
         "categories": {t: ", ".join(ws) for t, ws in categories.items()},
