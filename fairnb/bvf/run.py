@@ -132,6 +132,12 @@ def single_token_words(lm: LanguageModel, categories: Mapping[str, Sequence[str]
     model predicts after the prompt; a masked LM's word piece at the mask). Words with the same
     token in a category are kept once, as in the official code. A category may keep no word:
     its probability is then 0 (the official code's outcome); no word at all is an error.
+
+    The official ``gender_occ_batch.py`` looks the bare word up in ``tokenizer.get_vocab()``. For
+    WordPiece vocabularies (the BERT family) that is the word itself; for byte-level BPE and
+    SentencePiece it is the piece *without* the leading space, which a model almost never puts
+    after a prompt that ends in a word ("said that" + "he" reads "said thathe"). fairnb takes
+    the spaced piece, the token the model actually predicts there.
     """
     kept = {}
     for category, words in categories.items():
