@@ -35,7 +35,7 @@ def run_settings(model: str, settings: Mapping, occupations: Sequence[str],
 
     Examples:
         >>> run = run_settings("tiny", {"k": 2.0}, ["nurse"], {"gender": {"male": ["he"], "female": ["she", "her"]}},
-        ...                    {"gender": pd.DataFrame({"template": ["a"]}, ).rename_axis(None)})
+        ...                    {"gender": pd.DataFrame({"template": ["a"]})})
         >>> run["occupations"], run["gender words"], run["gender templates"], run["race words"]
         (1, '1 + 2 words', '1 of source, weighted by count', '—')
     """
