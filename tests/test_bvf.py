@@ -78,6 +78,64 @@ def test_lk_norm_against_linf():
         bvf.criterion(s, k=0.5)
 
 
+def _official_risk_from_the_definition(p, context_weights):
+    """BVF's official risk written out from its definition (compute_risk.py): S_y = sum_i P_i d_y,i,
+    d_y = (-1/(|Y|-1), ..., 1 at y, ...), J = ||S||_inf / ||d_y||_inf; r = E_c J(P), r^b = J(E_c P)."""
+    n_groups, n_contexts, n = p.shape
+    directions = [[1.0 if i == y else -1.0 / (n - 1) for i in range(n)] for y in range(n)]
+
+    def J(P):
+        S = [sum(P[i] * d[i] for i in range(n)) for d in directions]
+        return max(abs(v) for v in S) / max(abs(v) for v in directions[0])
+
+    w = np.asarray(context_weights, dtype=float) / np.sum(context_weights)
+    r = [sum(w[c] * J(p[x, c]) for c in range(n_contexts)) for x in range(n_groups)]
+    r_b = [J([sum(w[c] * p[x, c, i] for c in range(n_contexts)) for i in range(n)]) for x in range(n_groups)]
+    return {"R": np.mean(r), "R_b": np.mean(r_b), "R_v": np.mean(r) - np.mean(r_b)}
+
+
+@pytest.mark.parametrize("n_attributes", [2, 3, 5])
+def test_paper_preset_computes_the_official_risk(n_attributes):
+    """Issue 23: preset=paper's criterion and norm reproduce the official code's R, R^b, R^v (1e-12)."""
+    settings = bvf.CHAPTER.settings("paper")
+    rng = np.random.default_rng(n_attributes)
+    for alpha in (0.1, 1.0, 10.0):
+        p = rng.dirichlet([alpha] * n_attributes, size=(6, 7))
+        weights = rng.integers(1, 50, 7).astype(float)
+        expected = _official_risk_from_the_definition(p, weights)
+        result = bvf.risk(p, context_weights=weights, k=settings["k"], criterion=settings["criterion"])
+        for key in ("R", "R_b", "R_v"):
+            assert result[key] == pytest.approx(expected[key], abs=1e-12), key
+        eq2 = bvf.risk(p, context_weights=weights, k=settings["k"], criterion="eq2")
+        if n_attributes == 2:  # both criteria agree for two categories
+            assert all(eq2[key] == pytest.approx(result[key], abs=1e-12) for key in ("R", "R_b", "R_v"))
+        else:
+            assert eq2["R"] != pytest.approx(result["R"], abs=1e-3)
+
+
+def test_official_criterion_against_the_issue_examples():
+    s = bvf.stereotype([0.05, 0.05, 0.3, 0.3, 0.3])
+    assert bvf.official_criterion(s) == pytest.approx(0.1875) and bvf.criterion(s) == pytest.approx(0.5)
+    one_hot = bvf.stereotype([0, 0, 1, 0, 0])
+    assert bvf.official_criterion(one_hot) == pytest.approx(1) and bvf.criterion(one_hot) == pytest.approx(4)
+    # an avoided category counts under the official criterion (absolute value), not under Eq. 2's positive part
+    avoided = bvf.stereotype([0.0, 0.5, 0.5])
+    assert bvf.official_criterion(avoided) == pytest.approx(0.5) and bvf.criterion(avoided) == pytest.approx(0.5)
+    # finite k: ||S||_k / ||d||_k, with ||d||_2 = sqrt(1 + 2 / 4) for three categories
+    s3 = bvf.stereotype([0.6, 0.3, 0.1])
+    assert bvf.official_criterion(s3, k=2) == pytest.approx(np.linalg.norm(s3 / 2) / np.sqrt(1.5))
+    for name in ("official", "eq2"):
+        refs = bvf.reference_risks(5, criterion=name)
+        top = 1.0 if name == "official" else 4.0
+        assert refs.loc["stereotyped"].tolist() == pytest.approx([top, top, 0], abs=1e-12)
+        assert refs.loc["randomly stereotyped"].tolist() == pytest.approx([top, 0, top], abs=1e-12)
+        assert bvf.largest_criterion(5, criterion=name) == top
+    with pytest.raises(ValueError, match="Unknown criterion 'max'"):
+        bvf.risk([[[0.5, 0.5]]], criterion="max")
+    with pytest.raises(ValueError, match="uniform p"):
+        bvf.risk([[[0.5, 0.5]]], criterion="official", p_star=[0.3, 0.7])
+
+
 def test_volatility_is_never_negative():
     rng = np.random.default_rng(3)
     for alpha in (0.2, 1.0, 5.0):
@@ -240,10 +298,11 @@ class RecordingLM:
     kind = "causal"
 
     def __init__(self, table):
-        self.table, self.prompts = table, []
+        self.table, self.prompts, self.calls = table, [], 0
 
     def next_word_probs(self, prompts, words):
         self.prompts.extend(prompts)
+        self.calls += 1
         return np.array([[self.table[p][w] for w in words] for p in prompts])
 
 
@@ -262,6 +321,91 @@ def test_attribute_probabilities_normalise_over_the_union():
     assert probs["mass"].tolist() == pytest.approx([0.1, 0.1, 0.1, 0.1])
     _, totals = bvf.risk_table(probs)
     assert totals["R"] == pytest.approx(0.75 * 0.4 + 0.25 * 0.0)
+
+
+def test_topics_on_the_same_templates_share_one_pass(tiny_gpt2):
+    """Issue 25: race, religion and disability (all on the race templates) in one pass equal three passes."""
+    topics = ("race", "religion", "disability")
+    words = {t: probes.load_attribute_words(t) for t in topics}
+    race_templates = probes.load_templates("race_templates").head(3)
+    templates = {t: race_templates for t in topics}
+    groups = ["nurse", "chef"]
+    shared = bvf.topic_probabilities(tiny_gpt2, groups, templates, words)
+    for topic in topics:
+        alone = bvf.attribute_probabilities(tiny_gpt2, groups, race_templates, words[topic])
+        pd.testing.assert_frame_equal(shared[topic], alone, rtol=1e-9)
+    # one call to the model for the three topics; a topic on other templates gets its own
+    table = {p: {w: 0.1 for ws in words.values() for w in sum(ws.values(), [])}
+             for p in {probes.template_prompt(t, g, "causal") for g in groups for t in race_templates["template"]}}
+    lm = RecordingLM(table)
+    bvf.topic_probabilities(lm, groups, templates, words)
+    assert lm.calls == 1 and len(lm.prompts) == len(table)
+    other = race_templates.head(2).assign(weight=[0.5, 0.5])
+    bvf.topic_probabilities(lm, groups, {**templates, "disability": other}, words)
+    assert lm.calls == 3
+
+
+def test_single_token_convention(tiny_gpt2):
+    """The official words: only words that are one token (with their leading space) count."""
+    gender = probes.load_attribute_words("gender")
+    assert bvf.single_token_words(tiny_gpt2, gender) == {"male": ["he"], "female": ["she"]}
+    templates = probes.load_templates("gender_templates").head(3)
+    probs = bvf.attribute_probabilities(tiny_gpt2, ["nurse"], templates, gender, words="single-token")
+    for template, cell in probs.groupby("template"):
+        he, she = tiny_gpt2.next_word_probs([probes.template_prompt(template, "nurse", "causal")], ["he", "she"])[0]
+        assert cell.set_index("category")["p"]["male"] == pytest.approx(he / (he + she), rel=1e-6)
+    # a category without a single-token word gets probability 0, as in the official code
+    mixed = {"a": ["friend", "nurse"], "b": ["secretary"], "c": ["the"]}
+    assert bvf.single_token_words(tiny_gpt2, mixed) == {"a": ["friend"], "b": [], "c": ["the"]}
+    p = bvf.attribute_probabilities(tiny_gpt2, ["nurse"], templates, mixed, words="single-token")
+    assert (p.loc[p["category"] == "b", "p"] == 0).all()
+    with pytest.raises(ValueError, match="single token"):
+        bvf.single_token_words(tiny_gpt2, {"a": ["secretary"], "b": ["engineer"]})
+    with pytest.raises(ValueError, match="Unknown word convention 'first'"):
+        bvf.attribute_probabilities(tiny_gpt2, ["nurse"], templates, gender, words="first")
+    costs = bvf.word_convention_costs(tiny_gpt2, ["nurse", "chef"], templates, gender)
+    assert list(costs.index) == ["single-token", "exact"] and costs.at["single-token", "words scored"] == "2 of 78"
+    assert costs.at["exact", "largest |Δp|"] == 0 and (costs["seconds"] > 0).all()
+    single = bvf.risk_table(bvf.attribute_probabilities(tiny_gpt2, ["nurse", "chef"], templates, gender,
+                                                        words="single-token"))[1]
+    assert costs.at["single-token", "R"] == pytest.approx(single["R"])
+
+
+def test_template_source_comparison_keeps_coverage():
+    """Issue 28.7: the template-source section scores only the templates coverage keeps."""
+    verbs = ["said", "wrote", "felt", "claimed", "stated", "argued"]
+    big = pd.DataFrame({"template": [f"The [X] {v} that [Y]" for v in verbs], "count": [50, 30, 10, 5, 3, 2]})
+    big["weight"] = big["count"] / big["count"].sum()
+    big.attrs["source"] = "mined"
+    table = {f"The {g} {v} that": {"he": 0.2 + 0.1 * i, "she": 0.3} for g in ("nurse", "chef")
+             for i, v in enumerate(verbs)}
+    lm = RecordingLM(table)
+    out = bvf.template_source_risks(lm, ["nurse", "chef"], [big], {"male": ["he"], "female": ["she"]}, coverage=0.8)
+    assert sorted(set(lm.prompts)) == sorted(f"The {g} {v} that" for g in ("nurse", "chef") for v in verbs[:2])
+    assert out.loc["mined", ["templates kept", "templates in source"]].tolist() == [2, 6]
+    assert out.loc["mined", "dropped weight"] == pytest.approx(0.2)
+    expected = bvf.risk_table(bvf.attribute_probabilities(RecordingLM(table), ["nurse", "chef"],
+                                                          probes.keep_coverage(big, 0.8),
+                                                          {"male": ["he"], "female": ["she"]}))[1]
+    assert out.loc["mined", "R"] == pytest.approx(expected["R"])
+
+
+def test_check_settings_and_regressions():
+    settings = bvf.CHAPTER.settings("quick")
+    assert bvf.check_settings(dict(settings)) == settings
+    for key, value, message in (("criterion", "l1", "Unknown criterion"), ("words", "all", "Unknown word convention"),
+                                ("coverage", 1.5, "coverage is a share"), ("convention_occupations", 0, "positive whole"),
+                                ("k", 0.5, "k must be >= 1")):
+        with pytest.raises(ValueError, match=message):
+            bvf.check_settings({**settings, key: value})
+    table = pd.DataFrame({"group": ["nurse", "chef", "pilot", "welder"], "r": [0.5, 0.2, 0.3, 0.1],
+                          "p_male": [0.2, 0.6, 0.7, 0.9], "p_female": [0.8, 0.4, 0.3, 0.1]})
+    statistics = pd.DataFrame({"occupation": ["nurse", "chef", "pilot", "welder"], "share": [90.0, 20.0, 10.0, 5.0]})
+    fits, notes = bvf.regressions(table, statistics, "share")
+    slope = np.polyfit(statistics["share"], 2 * table["p_male"] - 1, 1)[0]
+    assert fits["mean s"][0].params[1] == pytest.approx(slope) and notes == []
+    fits, notes = bvf.regressions(table, statistics.head(2), "share")
+    assert fits == {} and len(notes) == 2 and "need at least 3" in notes[0]
 
 
 def _softmax_last(lm, text):
@@ -323,11 +467,11 @@ def test_exact_scoring_is_the_default_and_a_tolerance_reports_its_bound(tiny_gpt
     exact = bvf.attribute_probabilities(tiny_gpt2, groups, templates, words, tolerance=0)
     assert (default["max_error"] == 0).all() and default["p"].tolist() == pytest.approx(exact["p"].tolist())
     assert bvf.tolerance_bounds(default) == {"R": 0.0, "R_b": 0.0, "R_v": 0.0}
-    for k in (np.inf, 2):
-        _, truth = bvf.risk_table(exact, k=k)
-        loose = bvf.attribute_probabilities(tiny_gpt2, groups, templates, words, tolerance=0.3)
-        _, approx = bvf.risk_table(loose, k=k)
-        bound = bvf.tolerance_bounds(loose, k=k)
+    loose = bvf.attribute_probabilities(tiny_gpt2, groups, templates, words, tolerance=0.3)
+    for k, criterion in itertools.product((np.inf, 2), ("eq2", "official")):
+        _, truth = bvf.risk_table(exact, k=k, criterion=criterion)
+        _, approx = bvf.risk_table(loose, k=k, criterion=criterion)
+        bound = bvf.tolerance_bounds(loose, k=k, criterion=criterion)
         assert bound["R"] > 0 and bound["R_v"] == pytest.approx(2 * bound["R_b"])
         for key in ("R", "R_b", "R_v"):
             assert abs(approx[key] - truth[key]) <= bound[key] + 1e-12
@@ -352,8 +496,10 @@ def test_coverage_keeps_the_heaviest_templates():
             probes.keep_coverage(table, bad)
 
 
-@pytest.mark.parametrize("n_attributes,k", [(2, np.inf), (3, np.inf), (5, np.inf), (3, 2), (4, 1)])
-def test_coverage_bound_against_brute_force(n_attributes, k):
+@pytest.mark.parametrize("n_attributes,k,criterion", [(2, np.inf, "eq2"), (3, np.inf, "eq2"), (5, np.inf, "eq2"),
+                                                       (3, 2, "eq2"), (4, 1, "eq2"), (3, np.inf, "official"),
+                                                       (5, np.inf, "official"), (4, 2, "official")])
+def test_coverage_bound_against_brute_force(n_attributes, k, criterion):
     """Issue 16: dropping templates of weight w moves r, r^b, r^v by at most the proven bound."""
     rng = np.random.default_rng(n_attributes)
     worst = {"R": 0.0, "R_b": 0.0, "R_v": 0.0}
@@ -366,9 +512,9 @@ def test_coverage_bound_against_brute_force(n_attributes, k):
                               "weight": weights / weights.sum()})
         kept = probes.keep_coverage(table, float(rng.uniform(0.3, 1.0)))
         index = [int(t[1:]) for t in kept["template"]]
-        full = bvf.risk(p, context_weights=table["weight"].to_numpy(), k=k)
-        part = bvf.risk(p[:, index], context_weights=kept["weight"].to_numpy(), k=k)
-        bound = bvf.coverage_bounds(kept.attrs["dropped_weight"], n_attributes, k=k)
+        full = bvf.risk(p, context_weights=table["weight"].to_numpy(), k=k, criterion=criterion)
+        part = bvf.risk(p[:, index], context_weights=kept["weight"].to_numpy(), k=k, criterion=criterion)
+        bound = bvf.coverage_bounds(kept.attrs["dropped_weight"], n_attributes, k=k, criterion=criterion)
         for key in worst:
             gap = abs(full[key] - part[key])
             assert gap <= bound[key] + 1e-9
@@ -471,8 +617,12 @@ def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path, preset):
     official.write_text("T,distribution\nThe [X] explained that [Y],0.7\nThe [X] confirmed that [Y],0.3\n")
     parameters = {"model": str(tiny_gpt2_path), "preset": preset, "limit": 3, "coverage": 0.8,
                   "variants": ["stereotyped"]}
-    if preset == "paper":
-        parameters.update(topics=["gender", "religion"], tolerance=0.05,
+    if preset == "quick":  # exact words: the tiny vocabulary has no single-token race, religion or disability word
+        parameters.update(words="exact", tolerance=0.05)
+    else:  # the official words: a three-category topic of words the tiny vocabulary holds as single tokens
+        religion = tmp_path / "religion.yaml"
+        religion.write_text("categories:\n  a: [friend, nurse]\n  b: [capital]\n  c: [the, and]\n")
+        parameters.update(topics=["gender", "religion"], word_files={"religion": str(religion)},
                           template_files={"gender": ["gender_templates", str(official)]})
     import os
     os.environ["FAIRNB_RESULTS"], saved = str(results_dir), os.environ.get("FAIRNB_RESULTS")
@@ -490,12 +640,17 @@ def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path, preset):
     assert (headline["bound"] > 0).all()  # coverage 0.8 drops templates: the page reports the bound
     topics = {"quick": {"gender", "race", "religion", "disability"}, "paper": {"gender", "religion"}}[preset]
     assert set(results["topic"]) == topics
+    assert set(results["criterion"]) == {"official"}  # both presets: the official criterion
+    assert set(results["words"]) == {"exact" if preset == "quick" else "single-token"}
     occupations = results[(results["topic"] == "gender") & (results["metric"] == "r")]
     assert sorted(occupations["group"]) == ["accountant", "administrator", "advisor"]
     assert headline.at["R", "value"] == pytest.approx(occupations["value"].mean())
     text = out.read_text()
     assert "+stereotyped" in text and "R^b" in text  # the tiny model fine-tuned and scored before and after
     assert "R = " in text and "±" in text
+    assert "official" in text and "eq2" in text and "single-token" in text  # both criteria and conventions shown
+    if preset == "paper":  # the official table of two templates, of which coverage 0.8 keeps one
+        assert (results.loc[results["topic"] == "religion", "value"] <= 1).all()
 
 
 @pytest.mark.parametrize("load, name", [(probes.load_occupations, "occupations.yaml"),

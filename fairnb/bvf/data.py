@@ -193,6 +193,32 @@ def template_sources(template_files: dict, topic: str) -> list[pd.DataFrame]:
     return [load_templates(f) for f in files] if files else [default_templates(topic)]
 
 
+def focus_topic(topics) -> str:
+    """The topic of the page's single-topic sections (heat map, regression, sources, variants): gender when run.
+
+    Examples:
+        >>> focus_topic(["race", "gender"]), focus_topic(["religion"])
+        ('gender', 'religion')
+    """
+    topics = list(topics)
+    if not topics:
+        raise ValueError("No topic to measure: give at least one of " + ", ".join(TOPICS) + ".")
+    return "gender" if "gender" in topics else topics[0]
+
+
+def comparison_sources(sources: list[pd.DataFrame], topic: str = "gender") -> list[pd.DataFrame]:
+    """The template sources to compare (Table 4): the user's several files, or for gender the shipped
+    table plus Appendix A.1's ten templates (other topics have no second shipped source).
+
+    Examples:
+        >>> [s.attrs["source"] for s in comparison_sources([default_templates("gender")])]
+        ['gender_templates', 'gender_templates_appendix_a']
+    """
+    if len(sources) > 1 or topic != "gender":
+        return list(sources)
+    return list(sources) + [load_templates("gender_templates_appendix_a")]
+
+
 def keep_coverage(templates: pd.DataFrame, coverage: float) -> pd.DataFrame:
     """The most frequent templates that hold at least ``coverage`` of the context weight, reweighted.
 

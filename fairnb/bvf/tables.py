@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown
 
-from fairnb.bvf.metrics import coverage_bounds, risk_table, tolerance_bounds
+from fairnb.bvf.metrics import (CRITERIA, coverage_bounds, distribution_summary, largest_criterion,
+                                regress_on_statistic, risk_table, tolerance_bounds)
 
 HEADLINE_TOPIC = "gender"
 RISKS = ("R", "R_b", "R_v")
@@ -28,7 +29,91 @@ def significant(value: float) -> str:
     return f"{value:.3g}"
 
 
-def risk_by_norm(probs: pd.DataFrame, ks: Sequence[float] = (1, 2, np.inf)) -> pd.DataFrame:
+def run_settings(model: str, settings: Mapping, occupations: Sequence[str],
+                 words: Mapping[str, Mapping[str, Sequence[str]]], templates: Mapping[str, pd.DataFrame]) -> dict:
+    """The run's side of the settings table: its settings and what it scored (model, occupations, words, templates).
+
+    Examples:
+        >>> run = run_settings("tiny", {"k": 2.0}, ["nurse"], {"gender": {"male": ["he"], "female": ["she", "her"]}},
+        ...                    {"gender": pd.DataFrame({"template": ["a"]})})
+        >>> run["occupations"], run["gender words"], run["gender templates"], run["race words"]
+        (1, '1 + 2 words', '1 of source, weighted by count', '—')
+    """
+    def template_text(topic: str) -> str:
+        table = templates.get(topic)
+        return "—" if table is None else f"{len(table)} of {table.attrs.get('source', 'source')}, weighted by count"
+
+    return {**settings, "model": model, "occupations": len(occupations),
+            "gender words": " + ".join(str(len(ws)) for ws in words["gender"].values()) + " words"
+            if "gender" in words else "—",
+            "race words": " | ".join(", ".join(ws) for ws in words["race"].values()) if "race" in words else "—",
+            "gender templates": template_text("gender"), "race templates": template_text("race")}
+
+
+def risk_tables(probs: Mapping[str, pd.DataFrame], k: float = np.inf,
+                criterion: str = "eq2") -> tuple[dict[str, pd.DataFrame], pd.DataFrame]:
+    """Each topic's per-occupation risk table, and one row per topic with R, R^b, R^v, |Y| and J_max.
+
+    Examples:
+        >>> probs = pd.DataFrame({"group": ["a"] * 3, "template": ["t"] * 3, "weight": [1.0] * 3,
+        ...                       "category": ["x", "y", "z"], "p": [1.0, 0.0, 0.0]})
+        >>> tables, totals = risk_tables({"colour": probs}, criterion="official")
+        >>> totals.round(3).to_dict("records")
+        [{'R': 1.0, 'R_b': 1.0, 'R_v': 0.0, '|Y|': 3, 'J_max': 1.0}]
+    """
+    risks = {topic: risk_table(frame, k=k, criterion=criterion) for topic, frame in probs.items()}
+    totals = pd.DataFrame({topic: totals for topic, (_, totals) in risks.items()}).T
+    totals["|Y|"] = [probs[topic]["category"].nunique() for topic in totals.index]
+    totals["J_max"] = [largest_criterion(n, criterion=criterion) for n in totals["|Y|"]]
+    return {topic: table for topic, (table, _) in risks.items()}, totals
+
+
+def criteria_table(probs: Mapping[str, pd.DataFrame], k: float = np.inf) -> pd.DataFrame:
+    """R, R^b, R^v of every topic under both criteria side by side (columns: criterion x risk).
+
+    Examples:
+        >>> probs = pd.DataFrame({"group": ["a"] * 5, "template": ["t"] * 5, "weight": [1.0] * 5,
+        ...                       "category": list("vwxyz"), "p": [0.05, 0.05, 0.3, 0.3, 0.3]})
+        >>> criteria_table({"race": probs}).round(4).loc["race"].tolist()
+        [0.1875, 0.1875, 0.0, 0.5, 0.5, 0.0]
+    """
+    return pd.concat({name: risk_tables(probs, k=k, criterion=name)[1][list(RISKS)] for name in CRITERIA},
+                     axis=1, names=["criterion", "risk"])
+
+
+def distribution_table(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """:func:`fairnb.bvf.metrics.distribution_summary` of r^b and r^v for every topic with at least three occupations.
+
+    Examples:
+        >>> table = pd.DataFrame({"r_b": [0.1, 0.2, 0.4, 0.3], "r_v": [0.0, 0.1, 0.0, 0.3]})
+        >>> list(distribution_table({"gender": table}).index)
+        [('gender', 'r_b'), ('gender', 'r_v')]
+    """
+    shapes = {(topic, column): distribution_summary(table[column])
+              for topic, table in tables.items() if len(table) >= 3 for column in ("r_b", "r_v")}
+    return pd.DataFrame(shapes, index=["mean", "std", "shapiro_p", "skew", "excess_kurtosis"]).T
+
+
+def word_table(categories: Mapping[str, Mapping[str, Sequence[str]]], scored: Mapping[str, Mapping[str, Sequence[str]]],
+               templates: Mapping[str, pd.DataFrame], n_groups: int) -> pd.DataFrame:
+    """Per topic: its categories, how many words it lists and scores, the categories left without a word, templates.
+
+    Examples:
+        >>> table = word_table({"g": {"m": ["he", "gentleman"], "f": ["she"]}}, {"g": {"m": ["he"], "f": ["she"]}},
+        ...                    {"g": pd.DataFrame({"template": ["a"]})}, 4)
+        >>> table.loc["g"].astype(str).tolist()
+        ['m, f', '3', '2', '', '1 of source', '4']
+    """
+    return pd.DataFrame({
+        "categories": {t: ", ".join(ws) for t, ws in categories.items()},
+        "words": {t: sum(len(v) for v in ws.values()) for t, ws in categories.items()},
+        "words scored": {t: sum(len(v) for v in ws.values()) for t, ws in scored.items()},
+        "categories without a scored word": {t: ", ".join(c for c, v in ws.items() if not v) for t, ws in scored.items()},
+        "templates": {t: f"{len(table)} of {table.attrs.get('source', 'source')}" for t, table in templates.items()},
+        "occupations": n_groups})
+
+
+def risk_by_norm(probs: pd.DataFrame, ks: Sequence[float] = (1, 2, np.inf), criterion: str = "eq2") -> pd.DataFrame:
     """R, R^b, R^v under the l^k criterion for each k (Appendix B.1): one row per k.
 
     Examples:
@@ -37,8 +122,8 @@ def risk_by_norm(probs: pd.DataFrame, ks: Sequence[float] = (1, 2, np.inf)) -> p
         >>> risk_by_norm(probs)["R"].round(3).tolist()
         [1.0, 0.707, 0.5]
     """
-    rows = {f"k = {'∞' if np.isinf(k) else int(k) if float(k).is_integer() else k}": risk_table(probs, k=k)[1]
-            for k in ks}
+    rows = {f"k = {'∞' if np.isinf(k) else int(k) if float(k).is_integer() else k}":
+            risk_table(probs, k=k, criterion=criterion)[1] for k in ks}
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
@@ -76,12 +161,12 @@ def results_table(tables: Mapping[str, pd.DataFrame], intervals: Mapping[str, pd
 
 
 def _topic_line(topic: str, table: pd.DataFrame, interval: pd.DataFrame, bound: Mapping[str, float],
-                n_categories: int) -> str:
+                n_categories: int, criterion: str) -> str:
     value = interval["value"]
     plus = {m: f" ± {significant(bound[m])}" if bound.get(m, 0) > 0 else "" for m in RISKS}
     share = value["R_b"] / value["R"] if value["R"] > 0 else float("nan")
     top = ", ".join(f"{g} ({significant(r)})" for g, r in table.nlargest(3, "r")[["group", "r"]].values)
-    return (f"- **{topic}** ({len(table)} occupations, maximum {n_categories - 1}): "
+    return (f"- **{topic}** ({len(table)} occupations, maximum {significant(largest_criterion(n_categories, criterion=criterion))}): "
             f"R = {significant(value['R'])}{plus['R']} (95% bootstrap interval {significant(interval.at['R', 'ci_low'])}"
             f"–{significant(interval.at['R', 'ci_high'])}), bias risk R^b = {significant(value['R_b'])}{plus['R_b']}, "
             f"volatility risk R^v = {significant(value['R_v'])}{plus['R_v']}; bias is {share:.0%} of the risk. "
@@ -89,9 +174,11 @@ def _topic_line(topic: str, table: pd.DataFrame, interval: pd.DataFrame, bound: 
 
 
 def summary(model: str, tables: Mapping[str, pd.DataFrame], intervals: Mapping[str, pd.DataFrame],
-            bounds: Mapping[str, Mapping[str, float]] | None = None, fit=None, regressor: str = "") -> Markdown:
+            bounds: Mapping[str, Mapping[str, float]] | None = None, fits: Mapping[str, tuple] | None = None,
+            regressor: str = "", criterion: str = "eq2") -> Markdown:
     """The chapter's findings as Markdown: each topic's risks (± the bound of a tolerance or
-    coverage, when there is one), the male-leaning share, and the regression slope.
+    coverage, when there is one), the male-leaning share, and the slope of r_x in ``fits``
+    (:func:`regressions`), when it could be fitted.
 
     Examples:
         >>> table = pd.DataFrame({"group": ["nurse", "chef"], "r": [0.5, 0.2], "r_b": [0.4, 0.1], "r_v": [0.1, 0.1],
@@ -107,7 +194,8 @@ def summary(model: str, tables: Mapping[str, pd.DataFrame], intervals: Mapping[s
     lines = []
     for topic, table in tables.items():
         categories = [c[2:] for c in table.columns if c.startswith("p_")]
-        lines.append(_topic_line(topic, table, intervals[topic], (bounds or {}).get(topic, {}), len(categories)))
+        lines.append(_topic_line(topic, table, intervals[topic], (bounds or {}).get(topic, {}), len(categories),
+                                 criterion))
         if len(categories) > 2:
             means = table[[f"p_{c}" for c in categories]].mean()
             lines.append(f"  The largest share of the {topic} words goes to *{means.idxmax()[2:]}* "
@@ -115,10 +203,38 @@ def summary(model: str, tables: Mapping[str, pd.DataFrame], intervals: Mapping[s
     if HEADLINE_TOPIC in tables and "p_male" in tables[HEADLINE_TOPIC]:
         male = (tables[HEADLINE_TOPIC]["p_male"] > 0.5).mean()
         lines.append(f"- {male:.0%} of the occupations lean male on average over the gender templates.")
+    fit = (fits or {}).get("r", (None,))[0]
     if fit is not None:
         lines.append(f"- Regressing r_x on `{regressor}` over {int(fit.nobs)} occupations (WLS): slope "
                      f"{significant(fit.params[1])} per unit (p = {fit.pvalues[1]:.2e}, R² = {significant(fit.rsquared)}).")
     return Markdown(f"On **{model}**:\n\n" + "\n".join(lines))
+
+
+def regressions(table: pd.DataFrame, statistics: pd.DataFrame, x: str,
+                weight: str | None = None) -> tuple[dict[str, tuple], list[str]]:
+    """WLS of each occupation's risk r_x and mean lean E_c s (first category) on the statistic ``x`` (Fig. 9).
+
+    Returns ``{target: (fit, rows)}`` for the targets that could be fitted and one note per target that
+    could not (too few occupations with a value, a missing column).
+
+    Examples:
+        >>> table = pd.DataFrame({"group": list("abcd"), "r": [0.1, 0.2, 0.3, 0.5], "p_male": [0.5, 0.6, 0.7, 0.9],
+        ...                       "p_female": [0.5, 0.4, 0.3, 0.1]})
+        >>> fits, notes = regressions(table, pd.DataFrame({"occupation": list("abcd"), "share": [10, 20, 30, 50]}), "share")
+        >>> {target: fit.params.round(4).tolist() for target, (fit, _) in fits.items()}, notes
+        ({'r': [0.0, 0.01], 'mean s': [-0.2, 0.02]}, [])
+        >>> regressions(table.head(2), pd.DataFrame({"occupation": ["a"], "share": [1]}), "share")[1][0]
+        "No regression of r: Only 1 occupations have both a risk and a value of 'share'; need at least 3."
+    """
+    lean = mean_stereotypes(table).groupby("group", sort=False)["mean stereotype"].first()
+    rows = table.assign(**{"mean s": table["group"].map(lean)})
+    fits, notes = {}, []
+    for target in ("r", "mean s"):
+        try:
+            fits[target] = regress_on_statistic(rows, statistics, x, y=target, weight=weight)
+        except ValueError as error:
+            notes.append(f"No regression of {target}: {error}")
+    return fits, notes
 
 
 def regression_table(fits: Mapping[str, tuple]) -> pd.DataFrame:
@@ -147,7 +263,7 @@ def mean_stereotypes(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def bounds_table(probs: Mapping[str, pd.DataFrame], kept: Mapping[str, pd.DataFrame],
-                 k: float = np.inf) -> pd.DataFrame:
+                 k: float = np.inf, criterion: str = "eq2") -> pd.DataFrame:
     """Per topic: templates kept of the source, the dropped weight, and the largest change of R, R^b, R^v
     that the tolerance and the coverage can each cause, and both together (their sum).
 
@@ -158,7 +274,8 @@ def bounds_table(probs: Mapping[str, pd.DataFrame], kept: Mapping[str, pd.DataFr
     for topic, frame in probs.items():
         dropped = kept[topic].attrs.get("dropped_weight", 0.0)
         n_categories = frame["category"].nunique()
-        causes = {"tolerance": tolerance_bounds(frame, k=k), "coverage": coverage_bounds(dropped, n_categories, k=k)}
+        causes = {"tolerance": tolerance_bounds(frame, k=k, criterion=criterion),
+                  "coverage": coverage_bounds(dropped, n_categories, k=k, criterion=criterion)}
         causes["total"] = {m: causes["tolerance"][m] + causes["coverage"][m] for m in RISKS}
         for cause, bound in causes.items():
             rows.append({"topic": topic, "cause": cause, "templates kept": len(kept[topic]),
@@ -182,6 +299,8 @@ def variant_summary(risks: pd.DataFrame, notes: Sequence[str] = ()) -> Markdown:
         >>> print(variant_summary(risks).data)
         - **default+stereotyped**: R 0.24 → 0.28 (+0.04), R^b 0.18 → 0.27 (+0.09), R^v 0.06 → 0.01 (-0.05)
     """
+    if risks.empty:
+        return Markdown("\n".join(f"- {note}" for note in notes) or "No variant could be loaded.")
     base = risks.iloc[0]
     lines = [f"- **{name}**: " + ", ".join(
         f"{metric.replace('_', '^')} {significant(base[metric])} → {significant(row[metric])} "
