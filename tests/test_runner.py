@@ -232,6 +232,31 @@ def test_rerun_identity(first_run, workspace, tmp_path):
     assert code == 0 and "rerun: the notebook changed" in printed
 
 
+def test_a_code_change_reruns_the_page_and_names_the_file(first_run, workspace, tmp_path, monkeypatch):
+    out, package = tmp_path / "runs", tmp_path / "fairnb"
+    shutil.copytree(first_run["out"], out)
+    shutil.copytree(runner.PACKAGE_ROOT, package, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(runner, "PACKAGE_ROOT", package)  # the runner fingerprints this copy of fairnb
+    monkeypatch.setattr(fairnb, "__version__", "99.0")  # a version number decides nothing
+    command = ["--models", workspace["models"][0], "--chapters", "1", "--limit", "3", "--param", "fail_on=tiny-b",
+               "--out", str(out), "--notebooks", str(workspace["notebooks"])]
+    code, printed, _ = cli_run(*command)
+    assert code == 0 and "up to date" in printed
+    metrics = package / "bvf" / "metrics.py"
+    metrics.write_text(metrics.read_text().replace("def risk(", "def risk_as_it_was(") +
+                       "\n\ndef risk(*args, **kwargs):\n    return risk_as_it_was(*args, **kwargs) | {'R': 0.0}\n")
+    code, printed, _ = cli_run(*command)
+    assert code == 0 and "rerun: fairnb/bvf/metrics.py changed" in printed and "1 done" in printed
+    (package / "stats.py").write_text((package / "stats.py").read_text() + "\n# a shared module changed\n")
+    (package / "ucerf" / "metrics.py").write_text("# another chapter's package: not this page's\n")
+    code, printed, _ = cli_run(*command)
+    assert "rerun: fairnb/stats.py changed" in printed
+    pair = runner.plan_pairs(workspace["models"][:1], [1], runner.available_pages(workspace["notebooks"]), out)[0]
+    for damaged in ("[1, 2]", '{"parameters": null}'):  # valid JSON of the wrong shape
+        runner.record_path(pair.output).write_text(damaged)
+        assert runner.rerun_reason(pair, {}) == "rerun: no readable run record beside the page"
+
+
 def test_models_lacking_a_capability_are_skipped_with_the_reason(workspace, tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "model_capabilities", lambda model: {"scores"})
     pairs = runner.plan_pairs(workspace["models"][:1], [2], runner.available_pages(workspace["notebooks"]), tmp_path)
@@ -311,6 +336,8 @@ def test_book_toc_one_entry_per_chapter_with_models_below(workspace, tmp_path):
                  "default/00_quickstart", "tiny-b/00_quickstart"):
         (runs / name).parent.mkdir(parents=True, exist_ok=True)
         (runs / f"{name}.ipynb").write_text("{}")
+    (runs / "default" / "01_scores.run.json").write_text("[1, 2]")  # valid JSON of the wrong shape
+    (runs / "tiny-b" / "01_scores.run.json").write_text('{"parameters": null}')
     toc = book.book_toc(runs, root)
     assert toc["root"] == "runs/intro"
     start, chapters = toc["parts"][0]["chapters"], toc["parts"][1]["chapters"]

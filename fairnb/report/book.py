@@ -7,7 +7,6 @@ exist, then ``jupyter-book build`` renders it.
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -19,7 +18,7 @@ import yaml
 import fairnb
 from fairnb.models.cache import atomic_write_text
 from fairnb.models.names import model_label
-from fairnb.report.runner import GETTING_STARTED, REPO_ROOT, execute_notebook, record_path
+from fairnb.report.runner import GETTING_STARTED, REPO_ROOT, execute_notebook, read_record
 
 COMPARISON_NOTEBOOK = REPO_ROOT / "book" / "comparison.ipynb"
 INTRO = REPO_ROOT / "book" / "intro.md"
@@ -40,10 +39,8 @@ def execute_comparison(runs: str | Path, results: str | Path | None = None, sour
 
 def page_model(page: Path) -> str:
     """The short model name of an executed page: from its run record, else its folder."""
-    try:
-        return model_label(json.loads(record_path(page).read_text())["parameters"]["model"])
-    except (OSError, ValueError, KeyError):
-        return page.parent.name
+    model = (read_record(page) or {"parameters": {}})["parameters"].get("model")
+    return model_label(model) if isinstance(model, str) else page.parent.name
 
 
 def executed_pages(runs: Path) -> dict[int, list[Path]]:
