@@ -75,7 +75,7 @@ class ServedModel:
     def from_spec(cls, spec: str | dict, tokenizer: Any = None, use_cache: bool = True) -> "ServedModel":
         parsed = parse_spec(spec)
         return cls(spec if isinstance(spec, str) else parsed.text(), parsed, tokenizer,
-                   DiskCache(enabled=use_cache))
+                   DiskCache(enabled=use_cache, owner=parsed.model))
 
     @property
     def slug(self) -> str:

@@ -18,7 +18,8 @@ import yaml
 import fairnb
 from fairnb.models.cache import atomic_write_text
 from fairnb.models.names import model_label
-from fairnb.report.runner import GETTING_STARTED, REPO_ROOT, execute_notebook, read_record
+from fairnb.report.runner import GETTING_STARTED, REPO_ROOT, execute_notebook, failed_path, failure_reason, read_record
+from fairnb.results import load_results
 
 COMPARISON_NOTEBOOK = REPO_ROOT / "book" / "comparison.ipynb"
 INTRO = REPO_ROOT / "book" / "intro.md"
@@ -127,17 +128,30 @@ def build_book(runs: str | Path, book_root: str | Path = REPO_ROOT, results: str
                build: bool = True, timeout: int | None = None) -> int:
     """Execute the comparison page, write ``_build/_toc.generated.yml`` and run ``jupyter-book build``.
 
-    Returns the exit code of the build (0 when ``build`` is False).
+    A results file that cannot be read is one sentence here and on the comparison page, which
+    shows every other file. Should the comparison page fail, the book is built without it (never
+    with an older copy beside the failure) and the failure is one sentence.
+    Returns the exit code of the build (0 when ``build`` is False; 1 when the comparison page failed).
     """
     book_root = Path(book_root).resolve()
-    execute_comparison(runs, results, timeout=timeout)
+    for problem in load_results(results or results_folder(runs))[1]:
+        print(f"fairnb book: {problem}", file=sys.stderr)
+    comparison = Path(runs) / "comparison.ipynb"
+    try:
+        execute_comparison(runs, results, timeout=timeout)
+        failed = 0
+    except Exception as error:  # the chapter pages still make a book
+        comparison.unlink(missing_ok=True)
+        print(f"fairnb book: the comparison page failed ({failure_reason(error)}); the book is built without it "
+              f"(the failed page: {failed_path(comparison)}).", file=sys.stderr)
+        failed = 1
     toc_path = book_root / "_build" / "_toc.generated.yml"
     atomic_write_text(toc_path, yaml.safe_dump(book_toc(runs, book_root), sort_keys=False, allow_unicode=True))
     print(f"Table of contents: {toc_path}")
     if not build:
-        return 0
+        return failed
     local = Path(sys.executable).parent / "jupyter-book"
     program = str(local) if local.exists() else shutil.which("jupyter-book")
     if program is None:
         raise ValueError("jupyter-book is not installed: run `pip install 'jupyter-book>=1,<2'`.")
-    return subprocess.run([program, "build", str(book_root), "--toc", str(toc_path)]).returncode
+    return subprocess.run([program, "build", str(book_root), "--toc", str(toc_path)]).returncode or failed

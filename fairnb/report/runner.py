@@ -33,9 +33,9 @@ from tqdm import tqdm
 import fairnb
 from fairnb.models.cache import atomic_write_text, cache_key
 from fairnb.models.capabilities import capabilities, describe_missing
-from fairnb.models.names import EMBEDDED_MODELS, model_label, model_slug, split_variant
+from fairnb.models.names import EMBEDDED_MODELS, check_model_name, model_label, model_slug, split_variant
 from fairnb.models.served_spec import spec_text
-from fairnb.report.parameters import parameters_per_notebook
+from fairnb.report.parameters import check_chapter_parameters, check_timeout, parameter_defaults, parameters_per_notebook
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 PACKAGE_ROOT = REPO_ROOT / "fairnb"
@@ -257,7 +257,7 @@ def parse_models(spec: Any) -> list[str]:
     if not isinstance(spec, (str, list, tuple)):
         raise ValueError(f"Models must be a comma-separated text or a list of names, not {spec!r}.")
     items = spec.split(",") if isinstance(spec, str) else [spec_text(m) for m in spec]  # mappings: served models
-    models = list(dict.fromkeys(m.strip() for m in items if m.strip()))
+    models = list(dict.fromkeys(check_model_name(m.strip()) for m in items if m.strip()))
     if not models:
         raise ValueError("No models given: name at least one, e.g. 'default,gemma-3-270m'.")
     return models
@@ -343,8 +343,10 @@ def code_fingerprint(key: str = "", root: str | Path | None = None) -> dict[str,
 
 
 def run_record(pair: Pair, parameters: dict) -> dict:
-    """What a finished page was computed from: parameters, notebook, model, fairnb's code (and, for people, its version)."""
-    return {"parameters": json.loads(json.dumps({**parameters, "model": pair.model}, default=str)),
+    """What a finished page was computed from: every parameter (the notebook's defaults with the given ones on top),
+    notebook, model, fairnb's code (and, for people, its version)."""
+    values = {**parameter_defaults(pair.source), **parameters, "model": pair.model}
+    return {"parameters": json.loads(json.dumps(values, default=str)),
             "notebook": file_digest(pair.source), "model": model_fingerprint(pair.model),
             "code": code_fingerprint(pair.key), "fairnb": fairnb.__version__}
 
@@ -373,6 +375,9 @@ def rerun_reason(pair: Pair, record: dict) -> str | None:
     stored = read_record(pair.output)
     if stored is None:
         return "rerun: no readable run record beside the page"
+    before, now = stored["parameters"].get("preset"), record["parameters"].get("preset")
+    if before != now:
+        return f"rerun: preset changed ({before} -> {now})"
     changed = changed_names(stored["parameters"], record["parameters"])
     if changed:
         return f"rerun: parameters changed ({', '.join(changed)})"
@@ -444,6 +449,10 @@ def run_pairs(pairs: Sequence[Pair], parameters: dict | None = None, *, cwd: str
     if "model" in parameters:
         raise ValueError("Choose models with --models (or 'models:' in the config), not as a parameter.")
     shares = parameters_per_notebook(parameters, dict.fromkeys(pair.source for pair in pairs))
+    check_timeout(timeout)
+    registered = {chapter.key: chapter for chapter in fairnb.chapters()}
+    for pair in {pair.source: pair for pair in pairs if pair.key in registered}.values():
+        check_chapter_parameters(registered[pair.key], pair.source, shares[pair.source])
     from fairnb.models.loading import check_model  # transformers: imported only when pairs run
     for model in dict.fromkeys(pair.model for pair in pairs):
         check_model(model)  # a bad model is one sentence here, not a failure in every chapter's kernel
