@@ -187,7 +187,7 @@ def across_models_sentence(headline: pd.DataFrame, correlations: pd.DataFrame, s
         return (f"The results hold {len(models)} model(s), so no rank correlation across models is reported: "
                 "with two models any two headlines order them either alike or reversed (rho = ±1), which "
                 "says nothing. Run at least three models (`--models default,gemma-3-270m,<another>`); the "
-                "within-model agreement below answers the question with one model already.")
+                "within-model agreement on this page answers the question with one model already.")
     pairs = [(a, b, correlations.loc[a, b]) for a, b in combinations(correlations.columns, 2)
              if not np.isnan(correlations.loc[a, b])]
     if not pairs:

@@ -31,7 +31,7 @@ import pandas as pd
 from tqdm import tqdm
 
 import fairnb
-from fairnb.models.cache import atomic_write_text, cache_key
+from fairnb.models.cache import atomic_write_text, cache_dir, cache_key
 from fairnb.models.capabilities import capabilities, describe_missing
 from fairnb.models.names import EMBEDDED_MODELS, check_model_name, model_label, model_slug, split_variant
 from fairnb.models.served_spec import spec_text
@@ -162,17 +162,25 @@ def notebook_title(path: str | Path) -> str | None:
 
 
 def finish_page(path: str | Path, suffix: str | None, fallback: str) -> None:
-    """Hide papermill's injected cell, drop progress lines and retitle (see :func:`retitle`) a page, in place."""
+    """Hide papermill's injected cell, drop progress lines, write fairnb's cache folder as ``$FAIRNB_CACHE``
+    and retitle (see :func:`retitle`) a page, in place."""
     notebook = nbformat.read(path, as_version=4)
     for cell in notebook.cells:
         tags = cell.metadata.setdefault("tags", [])
         if "injected-parameters" in tags and "remove-cell" not in tags:
             tags.append("remove-cell")  # the run card shows the values the page ran with
         if cell.cell_type == "code":
-            cell.outputs = [output for output in map(_without_progress, cell.outputs) if output is not None]
+            cell.outputs = [_without_cache_paths(output) for output in map(_without_progress, cell.outputs)
+                            if output is not None]
     if suffix:
         retitle(notebook, suffix, fallback)
     nbformat.write(notebook, path)
+
+
+def _without_cache_paths(output):
+    """An output with every mention of fairnb's cache folder (a path of this machine) written ``$FAIRNB_CACHE``."""
+    root = json.dumps(str(cache_dir()))[1:-1]
+    return nbformat.from_dict(json.loads(json.dumps(output).replace(root, "$FAIRNB_CACHE")))
 
 
 def _without_progress(output):
