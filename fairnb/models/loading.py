@@ -41,6 +41,7 @@ from transformers import (
 from fairnb.models.batching import auto_batch_size
 from fairnb.models.cache import DiskCache, atomic_folder, cache_dir, cache_key, file_sha256
 from fairnb.models.language_model import LanguageModel
+from fairnb.models.protocol import LanguageModelProtocol
 from fairnb.models import tuning
 from fairnb.models.names import EMBEDDED_MODELS, check_model_name, split_variant
 from fairnb.models.served import ServedModel
@@ -333,8 +334,11 @@ def _load_transformers(name: str, resolved: Resolved, device: str, dtype: torch.
 
 
 def load_model(name: str = "default", device: str | None = None, dtype: torch.dtype | str | None = None,
-               use_cache: bool = True) -> LanguageModel | ServedModel:
+               use_cache: bool = True) -> LanguageModelProtocol:
     """Load a model by name (see the module docstring) onto ``device`` in ``dtype``.
+
+    A local model is a :class:`LanguageModel`, a served one a :class:`ServedModel`: both implement
+    :class:`~fairnb.models.protocol.LanguageModelProtocol`.
 
     Examples:
         >>> load_model(None)

@@ -1,6 +1,6 @@
 """A model behind an OpenAI-compatible server, reached with the official ``openai`` client.
 
-:class:`ServedModel` has the :class:`~fairnb.models.language_model.LanguageModel` interface for
+:class:`ServedModel` implements :class:`~fairnb.models.protocol.LanguageModelProtocol` for
 what a server can do. ``generate`` sends one request per prompt (streamed ``/chat/completions``,
 or ``/completions``), ``concurrency`` of them at a time, each retried with exponential backoff
 on a refused connection, a timeout, HTTP 429 or 5xx, or an answer that is not complete (an HTTP 200
@@ -35,7 +35,7 @@ from fairnb.models import generation, scoring
 from fairnb.models.batching import Progress
 from fairnb.models.cache import DiskCache, cache_key
 from fairnb.models.capabilities import MissingCapability
-from fairnb.models.language_model import _continuation_rows, text_list
+from fairnb.models.language_model import continuation_rows, text_list
 from fairnb.models.served_spec import ServedSpec, parse_spec, served_slug
 
 log = logging.getLogger(__name__)
@@ -196,7 +196,7 @@ class ServedModel:
         if not (self.spec.logprobs and self.tokenizer is not None):
             raise MissingCapability(self.name, ["scores"])
         prompts = text_list(prompts, "prompts")
-        rows = _continuation_rows(continuations, len(prompts))
+        rows = continuation_rows(continuations, len(prompts))
         rows = rows if not isinstance(rows[0], str) else [rows] * len(prompts)
         scoring.check_words(sorted({c for row in rows for c in row}))
         prompt_ids = self.tokenizer([p.rstrip(" ") for p in prompts], add_special_tokens=True).input_ids
