@@ -12,6 +12,7 @@ in a column) or ``item``. The comparison page reads headline rows only.
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -128,11 +129,11 @@ def load_results(root: str | Path | None = None) -> tuple[pd.DataFrame, list[str
 
 
 def read_results(root: str | Path | None = None) -> pd.DataFrame:
-    """All result files under the root, concatenated (an empty table when there are none).
+    """All readable result files under the root, concatenated (an empty table when there are none).
 
-    A damaged file is an error here (one sentence); :func:`load_results` skips it and says so.
+    A damaged file is left out with a warning naming it (:func:`load_results` returns the sentences).
     """
     table, problems = load_results(root)
-    if problems:
-        raise ValueError(problems[0])
+    for problem in problems:
+        warnings.warn(problem, stacklevel=2)
     return table

@@ -147,3 +147,21 @@ def test_a_garbage_config_in_a_model_folder_says_what_to_do(tiny_gpt2_path, tmp_
     with pytest.raises(ValueError, match=rf"^The model folder {folder} has a config.json that is not a JSON mapping: "
                                          r"restore the folder's files, or fetch the model again\.$"):
         loading.check_model(str(folder))
+
+
+def test_hashing_a_model_file_on_a_full_cache_disk_still_gives_its_hash(tmp_path, monkeypatch, caplog):
+    import errno
+    import hashlib
+
+    from fairnb.models import cache
+
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"weights" * 1000)
+
+    def full_disk(target, text):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(cache, "atomic_write_text", full_disk)
+    with caplog.at_level(logging.WARNING, logger="fairnb.models.cache"):
+        assert cache.file_sha256(weights) == hashlib.sha256(weights.read_bytes()).hexdigest()
+    assert "Could not remember the hash of model.safetensors (No space left on device)" in caplog.text
