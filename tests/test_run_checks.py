@@ -7,11 +7,11 @@ import json
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
-from fairnb import cli
 import fairnb
-import pandas as pd
+from fairnb import cli
 from fairnb.report import book, runner
 from fairnb.results import write_results
 

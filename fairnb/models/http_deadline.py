@@ -9,7 +9,7 @@ as a chunk arrives past the deadline (so a request ends within about twice ``tim
 from __future__ import annotations
 
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 try:  # the openai client moved to httpx2; older ones use httpx
     import httpx2 as http

@@ -38,12 +38,12 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from fairnb.models import tuning
 from fairnb.models.batching import auto_batch_size
 from fairnb.models.cache import DiskCache, atomic_folder, cache_dir, cache_key, file_sha256
 from fairnb.models.language_model import LanguageModel
-from fairnb.models.protocol import LanguageModelProtocol
-from fairnb.models import tuning
 from fairnb.models.names import EMBEDDED_MODELS, check_model_name, split_variant
+from fairnb.models.protocol import LanguageModelProtocol
 from fairnb.models.served import ServedModel
 from fairnb.models.served_spec import is_served, parse_spec
 

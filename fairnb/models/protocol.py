@@ -7,7 +7,8 @@ raises :class:`~fairnb.models.capabilities.MissingCapability` for what its serve
 """
 from __future__ import annotations
 
-from typing import Any, Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 

@@ -25,9 +25,10 @@ import logging
 import os
 import random
 import time
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -72,7 +73,7 @@ class ServedModel:
         self._key = api_key(self.spec, self.name)  # early: a missing key is one sentence at load time
 
     @classmethod
-    def from_spec(cls, spec: str | dict, tokenizer: Any = None, use_cache: bool = True) -> "ServedModel":
+    def from_spec(cls, spec: str | dict, tokenizer: Any = None, use_cache: bool = True) -> ServedModel:
         parsed = parse_spec(spec)
         return cls(spec if isinstance(spec, str) else parsed.text(), parsed, tokenizer,
                    DiskCache(enabled=use_cache, owner=parsed.model))

@@ -108,9 +108,8 @@ def comparison_table(headline: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
         >>> h = pd.DataFrame({"number": 1, "chapter": "c", "metric": "m", "label": "risk", "direction": "lower is fairer",
         ...                   "preset": ["quick", "quick", "paper"], "model": ["a", "b", "b"],
         ...                   "value": [0.51234, 0.25, 0.3], "ci_low": [0.4, np.nan, np.nan], "ci_high": [0.6, np.nan, np.nan]})
-        >>> comparison_table(h).to_dict("records")  # doctest: +NORMALIZE_WHITESPACE
-        [{'chapter': 'c', 'headline': 'risk', 'direction': 'lower is fairer', 'preset': 'quick', 'a': '0.512 [0.4, 0.6]', 'b': '0.25'},
-         {'chapter': 'c', 'headline': 'risk', 'direction': 'lower is fairer', 'preset': 'paper', 'a': '–', 'b': '0.3'}]
+        >>> comparison_table(h)[["preset", "a", "b"]].to_dict("records")
+        [{'preset': 'quick', 'a': '0.512 [0.4, 0.6]', 'b': '0.25'}, {'preset': 'paper', 'a': '–', 'b': '0.3'}]
     """
     def cell(row) -> str:
         text = significant(row.value, digits)
@@ -172,7 +171,8 @@ def rank_correlations(headline: pd.DataFrame) -> pd.DataFrame:
     rho = pd.DataFrame(np.nan, index=methods, columns=methods)
     for first, second in combinations(methods, 2):
         pair = matrix[[first, second]].dropna()
-        if preset[first] == preset[second] and len(pair) >= MIN_MODELS_FOR_RANKS and pair[first].nunique() > 1 and pair[second].nunique() > 1:
+        if preset[first] == preset[second] and len(pair) >= MIN_MODELS_FOR_RANKS \
+                and pair[first].nunique() > 1 and pair[second].nunique() > 1:
             rho.loc[first, second] = rho.loc[second, first] = spearmanr(pair[first], pair[second]).statistic
     for method in methods:
         if matrix[method].dropna().nunique() > 1 and matrix[method].count() >= MIN_MODELS_FOR_RANKS:
@@ -283,8 +283,9 @@ def agreement_for_people(agreement: pd.DataFrame) -> pd.DataFrame:
 
     Examples:
         >>> a = pd.DataFrame({"model": "m", "first": "bvf", "second": "ucerf", "n": 5, "rho": [0.61234], "p": [0.000123]})
-        >>> agreement_for_people(a).to_dict("records")
-        [{'model': 'm', 'preset': 'quick', 'chapters': 'bvf vs ucerf', 'occupations': 5, 'Spearman rho': '0.612', 'p-value': '1.23e-04'}]
+        >>> agreement_for_people(a).to_dict("records")  # doctest: +NORMALIZE_WHITESPACE
+        [{'model': 'm', 'preset': 'quick', 'chapters': 'bvf vs ucerf', 'occupations': 5, 'Spearman rho': '0.612',
+          'p-value': '1.23e-04'}]
     """
     return pd.DataFrame({"model": agreement["model"], "preset": with_preset(agreement)["preset"],
                          "chapters": agreement["first"] + " vs " + agreement["second"],
@@ -315,8 +316,9 @@ def model_ranks(headline: pd.DataFrame) -> pd.DataFrame:
         >>> h = pd.DataFrame({"chapter": "c", "metric": np.repeat(["u", "eo"], 3), "model": list("abc") * 2,
         ...                   "direction": np.repeat(["higher is fairer", "lower is fairer"], 3),
         ...                   "value": [0.9, 0.8, 0.7, 0.3, 0.1, 0.2]})
-        >>> model_ranks(h).to_dict("records")
-        [{'preset': 'quick', 'model': 'a', 'c:u': 1, 'c:eo': 3}, {'preset': 'quick', 'model': 'b', 'c:u': 2, 'c:eo': 1}, {'preset': 'quick', 'model': 'c', 'c:u': 3, 'c:eo': 2}]
+        >>> model_ranks(h).to_dict("records")  # doctest: +NORMALIZE_WHITESPACE
+        [{'preset': 'quick', 'model': 'a', 'c:u': 1, 'c:eo': 3}, {'preset': 'quick', 'model': 'b', 'c:u': 2, 'c:eo': 1},
+         {'preset': 'quick', 'model': 'c', 'c:u': 3, 'c:eo': 2}]
     """
     headline = with_preset(headline)
     groups = headline.groupby(["preset", "chapter", "metric"], sort=False)["value"]

@@ -134,7 +134,8 @@ def check_setting(chapter, name: str, value: Any) -> None:
 
     Examples:
         >>> from fairnb.contract import Chapter
-        >>> ch = Chapter(9, "demo", "Demo", "09_demo.ipynb", (), presets={"quick": {"seeds": [0, 1]}, "paper": {"seeds": [0, 1, 2]}})
+        >>> ch = Chapter(9, "demo", "Demo", "09_demo.ipynb", (),
+        ...              presets={"quick": {"seeds": [0, 1]}, "paper": {"seeds": [0, 1, 2]}})
         >>> check_setting(ch, "seeds", [3])
         >>> check_setting(ch, "seeds", [])
         Traceback (most recent call last):

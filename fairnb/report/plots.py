@@ -31,7 +31,7 @@ def method_scores_by_model(headline: pd.DataFrame, columns: int = 4):
     rows = max(1, -(-len(groups) // columns))
     fig, axes = plt.subplots(rows, columns, figsize=(3.2 * columns, 2.4 * rows), squeeze=False)
     palette = dict(zip(sorted(headline["model"].unique()), sns.color_palette(n_colors=headline["model"].nunique())))
-    for ax, ((chapter, metric, preset), group) in zip(axes.flat, groups):
+    for ax, ((chapter, _, preset), group) in zip(axes.flat, groups):
         low = (group["value"] - group["ci_low"]).clip(lower=0).fillna(0)
         high = (group["ci_high"] - group["value"]).clip(lower=0).fillna(0)
         positions = np.arange(len(group))

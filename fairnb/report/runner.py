@@ -21,10 +21,11 @@ import re
 import threading
 import time
 import warnings
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import nbformat
 import pandas as pd
