@@ -104,9 +104,11 @@ def parameter_defaults(notebook: str | Path) -> dict[str, Any]:
     return {}
 
 
-def _literal(node: ast.AST | None) -> Any:
+def _literal(node: ast.expr | None) -> Any:
+    if node is None:  # an annotation without a value
+        return None
     try:
-        return ast.literal_eval(node) if node is not None else None
+        return ast.literal_eval(node)
     except ValueError:
         return ast.unparse(node)
 
