@@ -8,8 +8,9 @@
 A config file holds any of ``models``, ``chapters``, ``limit``, ``params`` (a mapping),
 ``out``, ``results``, ``executor``, ``scheduler``, ``workers``, ``force``, ``timeout``,
 ``notebooks``; flags given on the command line win over it, and ``--param`` entries over its
-``params``. Result files go to ``--results`` (default ``<out>/results``). Every bad input is
-one sentence and exit status 2, before any kernel starts.
+``params``. Result files go to ``--results``, else ``$FAIRNB_RESULTS``, else ``<out>/results``
+(``fairnb book`` reads them from the same place). Every bad input is one sentence and exit
+status 2, before any kernel starts.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ import yaml
 import fairnb
 from fairnb import published
 from fairnb.report import book, runner
-from fairnb.report.parameters import check_limit, check_name, parse_param
+from fairnb.report.parameters import check_limit, check_name, check_timeout, parse_param
 
 RUN_DEFAULTS = {"models": "default", "chapters": "all", "limit": None, "params": {}, "out": "book/runs", "results": None,
                 "executor": "local", "scheduler": None, "workers": 1, "force": False, "timeout": None,
@@ -45,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                      help="another notebook parameter, the value read as YAML; repeatable")
     run.add_argument("--out", help="where executed notebooks go: OUT/<model>/<notebook> (default: book/runs)")
-    run.add_argument("--results", help="where the notebooks write result files (default: OUT/results)")
+    run.add_argument("--results", help="where the notebooks write result files (default: $FAIRNB_RESULTS, "
+                                       "else OUT/results)")
     run.add_argument("--force", action="store_true", default=None, help="rerun pairs that already finished")
     run.add_argument("--executor", choices=runner.EXECUTORS, help="run pairs here or on Dask (default: local)")
     run.add_argument("--scheduler", help="address of an existing Dask scheduler (implies --executor dask)")
@@ -55,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     book = commands.add_parser("book", help="execute the comparison page and build the Jupyter Book")
     book.add_argument("--runs", default="book/runs", help="folder of the executed notebooks (default: book/runs)")
-    book.add_argument("--results", help="folder of the result files (default: RUNS/results)")
+    book.add_argument("--results", help="folder of the result files (default: $FAIRNB_RESULTS, else RUNS/results)")
     book.add_argument("--no-build", action="store_true", help="write the table of contents, skip jupyter-book")
 
     reproduce = commands.add_parser("reproduce", help="run the papers' open models under preset=paper, "
@@ -88,6 +90,18 @@ def load_config(path: str | Path) -> dict:
     return settings
 
 
+def results_location(flag: str | Path | None, out: str | Path) -> Path:
+    """Where result files go: the flag, else ``$FAIRNB_RESULTS``, else ``<out>/results``."""
+    return Path(flag or os.environ.get("FAIRNB_RESULTS") or book.results_folder(out)).resolve()
+
+
+def check_folder(path: str | Path, flag: str) -> Path:
+    """``path`` when it is a folder or does not exist yet; one sentence when it is a file."""
+    if Path(path).exists() and not Path(path).is_dir():
+        raise ValueError(f"{flag} {path} is a file: name a folder (it is created when missing).")
+    return Path(path)
+
+
 def run_settings(args: argparse.Namespace) -> dict:
     """Defaults, overridden by the config file, overridden by the flags that were given; all checked."""
     settings = {**RUN_DEFAULTS, **(load_config(args.config) if args.config else {})}
@@ -101,7 +115,9 @@ def run_settings(args: argparse.Namespace) -> dict:
     if "limit" in settings["params"]:
         check_limit(settings["params"]["limit"])
     settings["models"] = runner.parse_models(settings["models"])
-    settings["results"] = Path(settings["results"] or book.results_folder(settings["out"])).resolve()
+    settings["results"] = check_folder(results_location(settings["results"], settings["out"]), "--results")
+    check_folder(settings["out"], "--out")
+    check_timeout(settings["timeout"])
     if settings["scheduler"]:
         settings["executor"] = "dask"
     return settings
@@ -125,7 +141,8 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def book_command(args: argparse.Namespace) -> int:
-    return book.build_book(args.runs, results=args.results, build=not args.no_build)
+    results = check_folder(results_location(args.results, args.runs), "--results")
+    return book.build_book(check_folder(args.runs, "--runs"), results=results, build=not args.no_build)
 
 
 def reachable_models(models: list[str]) -> tuple[list[str], str]:

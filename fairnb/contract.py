@@ -7,7 +7,7 @@ files and the comparison page read that registry and nothing else names a chapte
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
@@ -108,6 +108,9 @@ class Chapter:
     presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     paper_settings: Mapping[str, PaperSetting] = field(default_factory=dict)
     citation: Citation | None = None
+    # Optional: raises ValueError (one sentence) for run settings that the presets' kinds cannot
+    # catch; the runner calls it with ``settings(preset, parameters)`` before any kernel starts.
+    validate: Callable[[Mapping[str, Any]], None] | None = None
     headline_names: tuple[str, ...] = field(init=False)
 
     def __post_init__(self):

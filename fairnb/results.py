@@ -1,7 +1,9 @@
 """Tidy result files: one row per model x item x metric, written atomically.
 
 Every chapter ends with :func:`write_results`; the comparison page reads them all back
-with :func:`read_results`. The root is ``$FAIRNB_RESULTS`` or ``./results``.
+with :func:`load_results`. The root is ``$FAIRNB_RESULTS`` or ``./results``. The preset is part
+of a result's identity: ``<model-slug>/<chapter>.parquet`` holds the ``quick`` rows,
+``<chapter>.<preset>.parquet`` any other preset's, each row with its ``preset``.
 
 Each row has a ``level``: ``headline`` (one number per model and run, declared in the
 chapter's ``CHAPTER``), ``group`` (per occupation / dimension / target / strategy, the group
@@ -10,6 +12,7 @@ in a column) or ``item``. The comparison page reads headline rows only.
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -81,9 +84,56 @@ def write_results(frame: pd.DataFrame, model: str, chapter: Chapter, root: str |
     return target
 
 
+def file_preset(path: str | Path) -> str:
+    """The preset a results file holds, from its name (see :func:`results_file`).
+
+    Examples:
+        >>> file_preset("r/default/ucerf.parquet"), file_preset("r/default/ucerf.paper.parquet")
+        ('quick', 'paper')
+    """
+    parts = Path(path).name.split(".")
+    return parts[1] if len(parts) == 3 else "quick"
+
+
+def read_results_file(path: str | Path) -> pd.DataFrame:
+    """One results file, with its ``preset`` column (from its name for files written before it had one).
+
+    A file that cannot be read is one sentence naming it and what to do.
+    """
+    try:
+        frame = pd.read_parquet(path)
+    except Exception as error:  # noqa: BLE001 - pyarrow raises many kinds for a damaged file
+        raise ValueError(f"The results file {path} cannot be read ({type(error).__name__}); rerun its chapter "
+                         f"with --force, or delete it.") from None
+    missing = set(REQUIRED_COLUMNS) - {"preset"} - set(frame.columns)
+    if missing:
+        raise ValueError(f"The results file {path} lacks the columns {sorted(missing)}; rerun its chapter with "
+                         "--force, or delete it.")
+    return frame if "preset" in frame.columns else frame.assign(preset=file_preset(path))
+
+
+def load_results(root: str | Path | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """Every readable result file under the root, concatenated, and one sentence per file that is not.
+
+    One damaged file of one model never hides the others (the comparison page lists the sentences).
+    """
+    frames, problems = [], []
+    for path in sorted(results_root(root).glob("*/*.parquet")):
+        try:
+            frames.append(read_results_file(path))
+        except ValueError as error:
+            problems.append(str(error))
+    frames = [f for f in frames if len(f)]
+    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(REQUIRED_COLUMNS))
+    return table, problems
+
+
 def read_results(root: str | Path | None = None) -> pd.DataFrame:
-    """All result files under the root, concatenated (an empty table when there are none)."""
-    files = sorted(results_root(root).glob("*/*.parquet"))
-    if not files:
-        return pd.DataFrame(columns=list(REQUIRED_COLUMNS))
-    return pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
+    """All readable result files under the root, concatenated (an empty table when there are none).
+
+    A damaged file is left out with a warning naming it (:func:`load_results` returns the sentences).
+    """
+    table, problems = load_results(root)
+    for problem in problems:
+        warnings.warn(problem, stacklevel=2)
+    return table

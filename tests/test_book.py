@@ -160,6 +160,6 @@ def test_comparison_shows_each_declared_headline_once_per_model(built_book, rend
             row = re.findall(rf"<td>{re.escape(headline.label)}</td>(.*?)</tr>", table, flags=re.S)
             assert len(row) == 1, headline.label
             cells = re.findall(r"<td>(.*?)</td>", row[0], flags=re.S)
-            assert cells[0] == headline.direction and len(cells) == 1 + len(MODELS)
-            assert all(re.fullmatch(r"[\d.]+ \[[\d.]+, [\d.]+\]", c) for c in cells[1:]), cells
+            assert cells[:2] == [headline.direction, "quick"] and len(cells) == 2 + len(MODELS)
+            assert all(re.fullmatch(r"[\d.]+ \[[\d.]+, [\d.]+\]", c) for c in cells[2:]), cells
     assert "bvf vs ucerf" in page and "-1" in page  # the within-model agreement table

@@ -11,6 +11,7 @@ import time
 import numpy as np
 import pytest
 import torch
+from transformers import GPT2LMHeadModel
 
 from fairnb import load_model
 from fairnb.models import loading
@@ -102,3 +103,65 @@ def test_stale_temporaries_are_removed_fresh_ones_kept(tmp_path):
     os.utime(stale, (two_hours_ago, two_hours_ago))
     atomic_write_text(tmp_path / "result.json", "{}")
     assert not stale.exists() and fresh.exists()
+
+
+def test_nan_outputs_are_refused_naming_the_model_and_never_cached(tiny_gpt2_path, tmp_path):
+    damaged = tmp_path / "damaged-gpt2"
+    shutil.copytree(tiny_gpt2_path, damaged)
+    model = GPT2LMHeadModel.from_pretrained(damaged)
+    with torch.no_grad():
+        model.lm_head.weight[0, 0] = float("nan")  # tied to the token embeddings: every forward pass goes NaN
+    model.save_pretrained(damaged)
+    lm = load_model(str(damaged), device="cpu")
+    lm.cache = DiskCache(tmp_path / "outputs", owner=lm.name)
+    with pytest.raises(ValueError, match=rf"^{damaged} gave \d+ NaN or infinite output value\(s\), which fairnb never "
+                                         r"caches or uses: its weights may be damaged"):
+        lm.next_word_probs(PROMPTS, ["she", "he"])
+    assert not list((tmp_path / "outputs").rglob("*.npy"))
+
+
+def test_a_damaged_converted_folder_is_converted_again(tiny_gpt2_path, tmp_path, monkeypatch, caplog):
+    gguf = tmp_path / "tiny.gguf"
+    gguf.write_bytes(b"GGUF stand-in: the conversion below copies the tiny model")
+    conversions = []
+    monkeypatch.setattr(loading, "_dequantise",
+                        lambda path, staging: conversions.append(path) or shutil.copytree(tiny_gpt2_path, staging,
+                                                                                          dirs_exist_ok=True))
+    expected = load_model(str(gguf), device="cpu", use_cache=False).next_word_probs(PROMPTS, ["she", "he"])
+    folder = loading.resolve(str(gguf)).source
+    assert len(conversions) == 1  # the second resolve found the folder intact
+    weights = next(p for p in (tmp_path / folder).glob("*.safetensors"))
+    weights.write_bytes(weights.read_bytes()[:-64] + b"\0" * 64)  # damaged weights, same size
+    with caplog.at_level(logging.WARNING, logger="fairnb.models.loading"):
+        again = load_model(str(gguf), device="cpu", use_cache=False).next_word_probs(PROMPTS, ["she", "he"])
+    assert len(conversions) == 2 and "is damaged (model.safetensors changed since the conversion)" in caplog.text
+    np.testing.assert_array_equal(again, expected)
+    (tmp_path / folder / "config.json").write_text("garbage")
+    assert loading.resolve(str(gguf)).source == folder and len(conversions) == 3
+
+
+def test_a_garbage_config_in_a_model_folder_says_what_to_do(tiny_gpt2_path, tmp_path):
+    folder = tmp_path / "mine"
+    shutil.copytree(tiny_gpt2_path, folder)
+    (folder / "config.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match=rf"^The model folder {folder} has a config.json that is not a JSON mapping: "
+                                         r"restore the folder's files, or fetch the model again\.$"):
+        loading.check_model(str(folder))
+
+
+def test_hashing_a_model_file_on_a_full_cache_disk_still_gives_its_hash(tmp_path, monkeypatch, caplog):
+    import errno
+    import hashlib
+
+    from fairnb.models import cache
+
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"weights" * 1000)
+
+    def full_disk(target, text):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(cache, "atomic_write_text", full_disk)
+    with caplog.at_level(logging.WARNING, logger="fairnb.models.cache"):
+        assert cache.file_sha256(weights) == hashlib.sha256(weights.read_bytes()).hexdigest()
+    assert "Could not remember the hash of model.safetensors (No space left on device)" in caplog.text

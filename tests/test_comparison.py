@@ -8,12 +8,12 @@ from scipy.stats import spearmanr
 
 import fairnb
 from fairnb.report import comparison
-from fairnb.results import read_results, write_results
+from fairnb.results import load_results, read_results, results_file, write_results
 
 OCCUPATIONS = ["nurse", "doctor", "pilot", "teacher", "engineer", "secretary"]
 
 
-def synthetic_results(root, models=("default", "gemma-3-270m")) -> pd.DataFrame:
+def synthetic_results(root, models=("default", "gemma-3-270m"), preset="quick", shift=0.0) -> pd.DataFrame:
     """For every model: every chapter's declared headlines (with an interval), plus group and item rows
     that a wrong comparison would average in; chapters 1-3 score the occupations in different spellings."""
     rng = np.random.default_rng(0)
@@ -21,9 +21,9 @@ def synthetic_results(root, models=("default", "gemma-3-270m")) -> pd.DataFrame:
     spellings = {"bvf": str.title, "probing": lambda o: o.upper(), "ucerf": lambda o: f"the {o}"}
     for m, model in enumerate(models):
         for chapter in fairnb.chapters():
-            rows = [{"item": "all", "metric": h.name, "value": 0.1 * (m + 1) + 0.01 * k, "level": "headline",
-                     "ci_low": 0.1 * (m + 1) + 0.01 * k - 0.05, "ci_high": 0.1 * (m + 1) + 0.01 * k + 0.05}
-                    for k, h in enumerate(chapter.headlines)]
+            centre = [0.1 * (m + 1) + 0.01 * k + shift for k in range(len(chapter.headlines))]
+            rows = [{"item": "all", "metric": h.name, "value": c, "level": "headline", "ci_low": c - 0.05,
+                     "ci_high": c + 0.05} for h, c in zip(chapter.headlines, centre)]
             rows += [{"item": f"x{k}", "metric": chapter.headlines[0].name, "value": 100.0 + k, "level": "item"}
                      for k in range(3)]
             if chapter.key in comparison.OCCUPATION_SCORES:
@@ -32,7 +32,7 @@ def synthetic_results(root, models=("default", "gemma-3-270m")) -> pd.DataFrame:
                 rows += [{"item": o, "group": spellings[chapter.key](o), "level": "group",
                           "metric": comparison.OCCUPATION_SCORES[chapter.key], "value": sign * b + n}
                          for o, b, n in zip(OCCUPATIONS, base + m, noise)]
-            write_results(pd.DataFrame(rows), model, chapter, root)
+            write_results(pd.DataFrame(rows), model, chapter, root, preset=preset)
     return read_results(root)
 
 
@@ -90,3 +90,59 @@ def test_an_occupation_scored_twice_by_one_chapter_is_an_error_not_an_average():
                          "group": ["nurse", "Nurse"], "value": [0.1, 0.5]})
     with pytest.raises(ValueError, match="Chapter 'probing' gives occupation 'nurse' 2 scores for model m"):
         comparison.occupation_scores(rows)
+
+
+def test_two_presets_in_one_results_folder_never_share_a_row(tmp_path):
+    synthetic_results(tmp_path, ("default", "gemma-3-270m", "org/m"))
+    results = synthetic_results(tmp_path, ("default", "gemma-3-270m", "org/m"), preset="paper", shift=0.5)
+    assert results_file("default", fairnb.chapter("ucerf"), "paper", tmp_path).exists()
+    assert results_file("default", fairnb.chapter("ucerf"), "quick", tmp_path).exists()  # side by side
+    headline = comparison.headline_table(results)
+    declared = sum(len(ch.headlines) for ch in fairnb.chapters())
+    assert len(headline) == 2 * 3 * declared and set(headline["preset"]) == {"quick", "paper"}
+
+    table = comparison.comparison_table(headline)
+    assert len(table) == 2 * declared and list(table.columns[:4]) == ["chapter", "headline", "direction", "preset"]
+    first = table[(table["chapter"] == "bvf") & (table["headline"] == fairnb.chapter("bvf").headlines[0].label)]
+    assert first.set_index("preset")["default"].to_dict() == {"quick": "0.1 [0.05, 0.15]",
+                                                             "paper": "0.6 [0.55, 0.65]"}
+    assert "2 presets, paper and quick" in comparison.presets_note(headline)
+    assert comparison.presets_note(headline[headline["preset"] == "quick"]) == ""
+
+    rho = comparison.rank_correlations(headline)
+    assert rho.loc["bvf:R", "ucerf:ucerf"] == pytest.approx(1.0)
+    assert rho.loc["bvf:R (paper)", "ucerf:ucerf (paper)"] == pytest.approx(1.0)
+    assert np.isnan(rho.loc["bvf:R", "ucerf:ucerf (paper)"])  # never across presets
+    agreement = comparison.within_model_agreement(comparison.occupation_scores(results))
+    assert len(agreement) == 3 * 2 * 3 and set(agreement["preset"]) == {"quick", "paper"}
+
+
+def test_models_are_ranked_by_each_headline_on_the_comparison_page(tmp_path):
+    """Chapter 3's ranking (EO against UCerF, the paper's Fig. 6) over every model whose results exist."""
+    ucerf = fairnb.chapter("ucerf")
+    values = {"a": (0.9, 0.30), "b": (0.8, 0.10), "c": (0.7, 0.20), "d": (0.6, 0.40)}  # (UCerF, EO)
+    for model, (u, eo) in values.items():
+        write_results(pd.DataFrame({"item": "all", "metric": ["ucerf", "equalized_odds"], "value": [u, eo],
+                                    "level": "headline"}), model, ucerf, tmp_path)
+    headline = comparison.headline_table(read_results(tmp_path))
+    ranks = comparison.model_ranks(headline).set_index("model")
+    assert ranks["ucerf:ucerf"].tolist() == [1, 2, 3, 4]  # higher UCerF is fairer
+    assert ranks["ucerf:equalized_odds"].tolist() == [3, 1, 2, 4]  # lower EO is fairer
+    agreement = comparison.chapter_rank_agreement(headline)
+    assert agreement[["chapter", "models"]].values.tolist() == [["ucerf", 4]]
+    d = np.array([1, 2, 3, 4]) - np.array([3, 1, 2, 4])
+    assert agreement["rho"].iloc[0] == pytest.approx(1 - 6 * (d ** 2).sum() / (4 * (16 - 1)))  # Spearman by hand
+
+
+def test_a_corrupt_results_file_of_one_model_is_one_sentence_not_a_failure(tmp_path):
+    synthetic_results(tmp_path)
+    broken = results_file("gemma-3-270m", fairnb.chapter("ucerf"), root=tmp_path)
+    broken.write_bytes(broken.read_bytes()[:100])  # truncated
+    results, problems = load_results(tmp_path)
+    assert problems == [f"The results file {broken} cannot be read (ArrowInvalid); rerun its chapter with --force, "
+                        "or delete it."]
+    headline = comparison.headline_table(results)
+    assert set(headline.loc[headline["chapter"] == "ucerf", "model"]) == {"default"}
+    assert set(headline.loc[headline["chapter"] == "bvf", "model"]) == {"default", "gemma-3-270m"}
+    with pytest.warns(UserWarning, match="cannot be read"):
+        assert set(read_results(tmp_path)["model"]) == {"default", "gemma-3-270m"}  # the other files, all of them

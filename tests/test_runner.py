@@ -29,7 +29,7 @@ import fairnb
 from fairnb import cli
 from fairnb.models.names import model_label, model_slug
 from fairnb.report import book, runner
-from fairnb.results import read_results
+from fairnb.results import read_results, write_results
 
 SCORES = [
     new_code_cell('model: str = "none"  # model name\nlimit = 2  # items\nfail_on = ""  # unused here',
@@ -109,7 +109,7 @@ def first_run(workspace):
     """The full local run through the CLI: tiny-b x 02_fragile fails, the three others finish."""
     out = workspace["root"] / "runs"
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("FAIRNB_RESULTS", str(workspace["root"] / "global-results"))
+        patch.delenv("FAIRNB_RESULTS")  # unset: results go to <out>/results
         code, printed, _ = cli_run("--models", ",".join(workspace["models"]), "--chapters", "all", "--limit", "3",
                                    "--param", "fail_on=tiny-b", "--out", str(out), "--notebooks",
                                    str(workspace["notebooks"]))
@@ -161,6 +161,9 @@ def test_same_named_local_models_get_their_own_folders(tmp_path):
     (["--chapters", "7"], "There is no chapter 7"),
     (["--models", "{root}/no/such/model"], "not an existing .gguf file or model directory"),
     (["--models", "{bad_gguf}"], "is not a GGUF model file: it does not start with the GGUF magic bytes."),
+    (["--models", "m" * 300], "is 300 characters long: too long for a model file, folder or hub id"),
+    (["--results", "{bad_gguf}"], "--results {bad_gguf} is a file: name a folder (it is created when missing)."),
+    (["--timeout", "0"], "timeout must be a positive whole number of seconds (leave it out for no limit), not 0."),
 ])
 def test_bad_input_is_one_sentence_and_exit_2_before_any_kernel(workspace, tmp_path, args, message):
     files = {"missing": tmp_path / "none.yaml", "bad_yaml": tmp_path / "bad.yaml",
@@ -172,7 +175,7 @@ def test_bad_input_is_one_sentence_and_exit_2_before_any_kernel(workspace, tmp_p
     pwned = tmp_path / "pwned"
     files["injection"].write_text(f'params:\n  "x = 1; import os; os.system(\'touch {pwned}\'); y": 1\n')
     out = tmp_path / "runs"
-    args = [a.format(**files) for a in args]
+    args, message = [a.format(**files) for a in args], message.format(**files)
     code, printed, error = cli_run(*args, "--out", str(out), "--notebooks", str(workspace["notebooks"]))
     assert code == 2 and message in error and error.count("\n") == 1 and "Traceback" not in error
     assert not out.exists() and not pwned.exists()
@@ -198,7 +201,6 @@ def test_failing_pair_keeps_its_notebook_and_others_finish(first_run, workspace)
     fragile = nbformat.read(out / model_slug(workspace["models"][0]) / "02_fragile.ipynb", as_version=4)
     assert fragile.cells[0].source == "# 02_fragile — tiny-a"
 
-    assert not (workspace["root"] / "global-results").exists()  # results follow --out
     results = read_results(first_run["results"]).sort_values(["model", "metric", "item"])
     assert sorted(results["model"].unique()) == workspace["models"]
     assert results.loc[results["model"].str.endswith("tiny-b") & (results["metric"] == "gap"), "value"].tolist() == [
@@ -230,6 +232,31 @@ def test_rerun_identity(first_run, workspace, tmp_path):
     code, printed, _ = cli_run("--models", models[0], "--chapters", "1", "--limit", "2", "--out", str(out),
                                "--notebooks", str(notebooks), "--param", "fail_on=tiny-b")
     assert code == 0 and "rerun: the notebook changed" in printed
+
+
+def test_a_code_change_reruns_the_page_and_names_the_file(first_run, workspace, tmp_path, monkeypatch):
+    out, package = tmp_path / "runs", tmp_path / "fairnb"
+    shutil.copytree(first_run["out"], out)
+    shutil.copytree(runner.PACKAGE_ROOT, package, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(runner, "PACKAGE_ROOT", package)  # the runner fingerprints this copy of fairnb
+    monkeypatch.setattr(fairnb, "__version__", "99.0")  # a version number decides nothing
+    command = ["--models", workspace["models"][0], "--chapters", "1", "--limit", "3", "--param", "fail_on=tiny-b",
+               "--out", str(out), "--notebooks", str(workspace["notebooks"])]
+    code, printed, _ = cli_run(*command)
+    assert code == 0 and "up to date" in printed
+    metrics = package / "bvf" / "metrics.py"
+    metrics.write_text(metrics.read_text().replace("def risk(", "def risk_as_it_was(") +
+                       "\n\ndef risk(*args, **kwargs):\n    return risk_as_it_was(*args, **kwargs) | {'R': 0.0}\n")
+    code, printed, _ = cli_run(*command)
+    assert code == 0 and "rerun: fairnb/bvf/metrics.py changed" in printed and "1 done" in printed
+    (package / "stats.py").write_text((package / "stats.py").read_text() + "\n# a shared module changed\n")
+    (package / "ucerf" / "metrics.py").write_text("# another chapter's package: not this page's\n")
+    code, printed, _ = cli_run(*command)
+    assert "rerun: fairnb/stats.py changed" in printed
+    pair = runner.plan_pairs(workspace["models"][:1], [1], runner.available_pages(workspace["notebooks"]), out)[0]
+    for damaged in ("[1, 2]", '{"parameters": null}'):  # valid JSON of the wrong shape
+        runner.record_path(pair.output).write_text(damaged)
+        assert runner.rerun_reason(pair, {}) == "rerun: no readable run record beside the page"
 
 
 def test_models_lacking_a_capability_are_skipped_with_the_reason(workspace, tmp_path, monkeypatch):
@@ -285,8 +312,9 @@ def test_dask_executor_writes_the_same_results(first_run, workspace, tmp_path):
     command = [sys.executable, workspace["script"], "run", "--executor", "dask", "--models",
                ",".join(workspace["models"]), "--chapters", "1", "--limit", "3", "--out", str(out),
                "--notebooks", str(workspace["notebooks"])]
+    environment = {k: v for k, v in os.environ.items() if k != "FAIRNB_RESULTS"}  # results go to <out>/results
     done = subprocess.run(command, cwd=runner.REPO_ROOT, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(runner.REPO_ROOT)})
+                          env={**environment, "PYTHONPATH": str(runner.REPO_ROOT)})
     assert done.returncode == 0, done.stderr[-3000:]
     assert "2 done, 0 skipped, 0 failed" in done.stdout
     for model in workspace["models"]:
@@ -295,13 +323,26 @@ def test_dask_executor_writes_the_same_results(first_run, workspace, tmp_path):
                                       pd.read_parquet(first_run["results"] / slug / "bvf.parquet"))
 
 
-def test_comparison_page_runs_on_the_runs_results(first_run, tmp_path):
-    page = book.execute_comparison(tmp_path, first_run["results"])
+def test_comparison_page_runs_on_the_runs_results(first_run, workspace, tmp_path, caplog):
+    results = tmp_path / "results"
+    shutil.copytree(first_run["results"], results)
+    tiny_a, tiny_b = workspace["models"]
+    quick = pd.read_parquet(results / model_slug(tiny_a) / "bvf.parquet")
+    paper = quick.drop(columns=["model", "chapter", "preset"]).assign(**{c: quick[c] + 1 for c in ("value", "ci_low",
+                                                                                                    "ci_high")})
+    write_results(paper, tiny_a, fairnb.chapter("bvf"), results, preset="paper")
+    broken = results / model_slug(tiny_b) / "bvf.parquet"
+    broken.write_bytes(broken.read_bytes()[:100])
+    page = book.execute_comparison(tmp_path, results)
     assert page == tmp_path / "comparison.ipynb"
     text = "\n".join(str(output) for cell in nbformat.read(page, as_version=4).cells
                      for output in cell.get("outputs", []))
-    assert "0.5 [0.4, 0.6]" in text and text.count("discrimination risk R (gender)") >= 1
+    assert "0 [-0.1, 0.1]" in text and "1 [0.9, 1.1]" in text and text.count("discrimination risk R (gender)") >= 2
+    assert f"The results file {broken} cannot be read (ArrowInvalid)" in text
+    assert "2 presets, paper and quick" in text and "<td>paper</td>" in text
+    assert "no agreement of rankings is reported" in text  # one model: no ranking to compare
     assert "no rank correlation across models" in text and "image/png" in text
+    assert "Unable to parse" not in caplog.text
 
 
 def test_book_toc_one_entry_per_chapter_with_models_below(workspace, tmp_path):
@@ -311,6 +352,8 @@ def test_book_toc_one_entry_per_chapter_with_models_below(workspace, tmp_path):
                  "default/00_quickstart", "tiny-b/00_quickstart"):
         (runs / name).parent.mkdir(parents=True, exist_ok=True)
         (runs / f"{name}.ipynb").write_text("{}")
+    (runs / "default" / "01_scores.run.json").write_text("[1, 2]")  # valid JSON of the wrong shape
+    (runs / "tiny-b" / "01_scores.run.json").write_text('{"parameters": null}')
     toc = book.book_toc(runs, root)
     assert toc["root"] == "runs/intro"
     start, chapters = toc["parts"][0]["chapters"], toc["parts"][1]["chapters"]
@@ -331,8 +374,22 @@ def test_book_toc_one_entry_per_chapter_with_models_below(workspace, tmp_path):
         book.book_toc(tmp_path / "elsewhere", root)
 
 
-@pytest.mark.parametrize("notebook", sorted((Path(fairnb.__file__).parents[1] / "notebooks").glob("*.ipynb")),
-                         ids=lambda p: p.stem)
+def test_cache_paths_are_kept_out_of_the_page(tmp_path):
+    from fairnb.models.cache import cache_dir
+
+    folder = cache_dir() / "models" / "SmolLM2-135M-Instruct.Q4_1-abc-v2"
+    page = tmp_path / "page.ipynb"
+    cell = new_code_cell("x", outputs=[nbformat.v4.new_output("stream", name="stderr", text=f"loaded {folder}\n"),
+                                       nbformat.v4.new_output("display_data", data={"text/plain": f"source: {folder}"})])
+    write_notebook(page, [cell])
+    runner.finish_page(page, None, "page")
+    outputs = nbformat.read(page, as_version=4).cells[0].outputs
+    assert outputs[0]["text"] == "loaded $FAIRNB_CACHE/models/SmolLM2-135M-Instruct.Q4_1-abc-v2\n"
+    assert outputs[1]["data"]["text/plain"] == "source: $FAIRNB_CACHE/models/SmolLM2-135M-Instruct.Q4_1-abc-v2"
+
+
+@pytest.mark.parametrize("notebook", [*sorted((Path(fairnb.__file__).parents[1] / "notebooks").glob("*.ipynb")),
+                                      book.COMPARISON_NOTEBOOK], ids=lambda p: p.stem)
 def test_papermill_reads_every_declared_parameter_quietly(notebook, caplog):
     """papermill's own parser sees each parameter the runner checks names against, with no warning.
 

@@ -4,6 +4,7 @@ The cache lives under ``$FAIRNB_CACHE`` (default ``~/.cache/fairnb``). A key is 
 SHA-256 of (model fingerprint, method, inputs, settings); arrays among the inputs count by
 their bytes, shape and dtype. A rerun with the same model and inputs reads its results back
 instead of recomputing them; a damaged entry is logged with its path, dropped and recomputed.
+Outputs holding NaN or infinite numbers are never stored: they are an error naming the model.
 Files are created with the user's umask; temporaries that a killed process left behind are
 removed once they are an hour old.
 """
@@ -138,7 +139,11 @@ def file_sha256(path: str | Path) -> str:
             for block in iter(lambda: handle.read(1 << 22), b""):
                 digest.update(block)
         known[key] = digest.hexdigest()
-        atomic_write_text(memo, json.dumps(known, indent=0))
+        try:
+            atomic_write_text(memo, json.dumps(known, indent=0))
+        except OSError as error:  # the memo only saves time: a full disk costs a rehash next time
+            log.warning("Could not remember the hash of %s (%s); it is computed again next time.", path.name,
+                        error.strerror or error)
     return known[key]
 
 
@@ -178,12 +183,40 @@ def _save_array(path: Path, value: np.ndarray) -> None:
         np.save(handle, value, allow_pickle=False)
 
 
-class DiskCache:
-    """Arrays (``.npy``) and JSON values keyed by :func:`cache_key`, written atomically."""
+def count_not_finite(value: Any) -> int:
+    """How many NaN or infinite numbers an output holds (arrays, floats, and lists or dicts of them).
 
-    def __init__(self, root: str | Path | None = None, enabled: bool = True):
+    Examples:
+        >>> count_not_finite(np.array([0.5, np.nan, np.inf])), count_not_finite(["text", 1.0, [float("nan")]])
+        (2, 1)
+    """
+    if isinstance(value, np.ndarray):
+        return int((~np.isfinite(value)).sum()) if np.issubdtype(value.dtype, np.inexact) else 0
+    if isinstance(value, float):
+        return int(not np.isfinite(value))
+    if isinstance(value, (list, tuple, dict)):
+        return sum(count_not_finite(v) for v in (value.values() if isinstance(value, dict) else value))
+    return 0
+
+
+class DiskCache:
+    """Arrays (``.npy``) and JSON values keyed by :func:`cache_key`, written atomically.
+
+    ``owner`` names the model whose outputs these are, in the sentence that refuses a NaN output.
+    """
+
+    def __init__(self, root: str | Path | None = None, enabled: bool = True, owner: str = "The model"):
         self.root = Path(root) if root is not None else cache_dir() / "outputs"
         self.enabled = enabled
+        self.owner = owner
+
+    def _finite(self, value: Any) -> Any:
+        bad = count_not_finite(value)
+        if bad:
+            raise ValueError(f"{self.owner} gave {bad} NaN or infinite output value(s), which fairnb never caches or "
+                             "uses: its weights may be damaged (a converted GGUF folder is checked and rebuilt on the "
+                             "next load; a model folder of yours needs its files restored).")
+        return value
 
     def _cached(self, path: Path, read: Callable[[Path], Any], write: Callable[[Path, Any], None],
                 compute: Callable[[], Any]) -> Any:
@@ -193,7 +226,7 @@ class DiskCache:
             except (ValueError, OSError, EOFError) as err:
                 log.warning("Dropped the damaged cache entry %s (%s); recomputing it.", path, err)
                 path.unlink(missing_ok=True)
-        value = compute()
+        value = self._finite(compute())
         if self.enabled:
             with atomic_path(path) as tmp:
                 write(tmp, value)

@@ -48,7 +48,7 @@ def text_list(value: Any, what: str) -> list[str]:
     return items
 
 
-def _continuation_rows(continuations: Any, n_prompts: int) -> list[str] | list[list[str]]:
+def continuation_rows(continuations: Any, n_prompts: int) -> list[str] | list[list[str]]:
     """A flat list of strings, or one equally long list per prompt; one sentence otherwise."""
     if isinstance(continuations, (str, bytes)) or not continuations or isinstance(list(continuations)[0], str):
         return text_list(continuations, "continuations")
@@ -165,7 +165,7 @@ class LanguageModel:
         if self.kind != "causal":
             raise ValueError("continuation_logprobs needs a causal LM; use next_word_probs with a mask.")
         prompts = text_list(prompts, "prompts")
-        rows = _continuation_rows(continuations, len(prompts))
+        rows = continuation_rows(continuations, len(prompts))
         per_prompt = not isinstance(rows[0], str)
         pick = (lambda a, b: rows[a:b]) if per_prompt else (lambda a, b: rows)
         return np.concatenate(self._in_chunks(

@@ -11,15 +11,19 @@ Names :func:`load_model` accepts:
 :func:`resolve` maps a name to what ``from_pretrained`` reads and a fingerprint of everything
 that changes the model's answers (weights, tokenizer files, the GGUF conversion version);
 the fingerprint keys the disk cache. A GGUF file is converted once into a plain safetensors
-copy under the cache (``$FAIRNB_CACHE/models``): it reloads in about 2 s instead of 16 s.
+copy under the cache (``$FAIRNB_CACHE/models``): it reloads in about 2 s instead of 16 s. The
+conversion records a hash of every file it wrote (``fairnb-conversion.json``); each load checks
+them, and a copy that changed since (damaged weights, a garbage ``config.json``) is converted again.
 """
 from __future__ import annotations
 
 import importlib
 import importlib.metadata
 import json
+import logging
 import os
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,11 +38,12 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from fairnb.models import tuning
 from fairnb.models.batching import auto_batch_size
 from fairnb.models.cache import DiskCache, atomic_folder, cache_dir, cache_key, file_sha256
 from fairnb.models.language_model import LanguageModel
-from fairnb.models import tuning
-from fairnb.models.names import EMBEDDED_MODELS, split_variant
+from fairnb.models.names import EMBEDDED_MODELS, check_model_name, split_variant
+from fairnb.models.protocol import LanguageModelProtocol
 from fairnb.models.served import ServedModel
 from fairnb.models.served_spec import is_served, parse_spec
 
@@ -46,6 +51,8 @@ from fairnb.models.served_spec import is_served, parse_spec
 DOCUMENTATION = re.compile(r"(?i)(readme.*|license.*|notice.*|\.gitattributes|.*\.(md|png|jpe?g|gif|svg|pdf))")
 
 CONVERSION_VERSION = "v2"  # bump when the GGUF conversion changes, so cached copies are rebuilt
+CONVERSION_RECORD = "fairnb-conversion.json"  # in a converted folder: the hash of each file the conversion wrote
+log = logging.getLogger(__name__)
 
 
 def _sentencepiece_bpe(tokenizer: PreTrainedTokenizerBase) -> None:
@@ -90,13 +97,42 @@ def _dequantise(gguf: Path, staging: Path) -> None:
     tokenizer.save_pretrained(staging)
 
 
+def record_conversion(folder: Path) -> None:
+    """Write the hash of every file of a freshly converted ``folder`` into it."""
+    files = {p.name: file_sha256(p) for p in sorted(folder.iterdir()) if p.is_file()}
+    (folder / CONVERSION_RECORD).write_text(json.dumps({"files": files}, indent=1))
+
+
+def conversion_damage(folder: Path) -> str | None:
+    """What is wrong with a converted folder, checked against its record (None when it is intact)."""
+    try:
+        files = json.loads((folder / CONVERSION_RECORD).read_text())["files"]
+        names = sorted(files.items())
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return "it holds no readable record of its files"
+    for name, digest in names:
+        if not (folder / name).is_file():
+            return f"{name} is missing"
+        if file_sha256(folder / name) != digest:
+            return f"{name} changed since the conversion"
+    return None
+
+
 def convert_gguf(gguf: Path) -> tuple[Path, str]:
-    """Dequantise ``gguf`` once into a safetensors folder under the cache; return it and the file hash."""
+    """Dequantise ``gguf`` once into a safetensors folder under the cache; return it and the file hash.
+
+    A converted folder whose files no longer match the record written at conversion is converted again.
+    """
     digest = file_sha256(gguf)
     target = cache_dir() / "models" / f"{gguf.stem}-{digest[:12]}-{CONVERSION_VERSION}"
-    if not (target / "config.json").exists():
+    damage = conversion_damage(target) if target.exists() else "absent"
+    if damage == "absent" or damage:
+        if damage != "absent":
+            log.warning("The converted copy of %s in the cache is damaged (%s); converting it again.", gguf.name, damage)
+            shutil.rmtree(target)
         with atomic_folder(target) as staging:
             _dequantise(gguf, staging)
+            record_conversion(staging)
     return target, digest
 
 
@@ -149,6 +185,19 @@ def default_device() -> str:
 def default_dtype(device: str) -> torch.dtype:
     """bf16 on CUDA, fp16 on MPS, fp32 on the CPU."""
     return {"cuda": torch.bfloat16, "mps": torch.float16}.get(device.split(":")[0], torch.float32)
+
+
+def check_config(folder: Path) -> None:
+    """One sentence, with what to do, when a model folder's ``config.json`` is not a JSON mapping."""
+    path = folder / "config.json"
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        config = error
+    if not isinstance(config, dict):
+        fix = ("delete that folder and fairnb builds it again on the next run" if folder.is_relative_to(cache_dir())
+               else "restore the folder's files, or fetch the model again")
+        raise ValueError(f"The model folder {folder} has a config.json that is not a JSON mapping: {fix}.")
 
 
 def directory_fingerprint(folder: Path) -> str:
@@ -204,7 +253,7 @@ def resolve(name: str) -> Resolved:
         ...
         ValueError: Unknown model 'no such model': it is not an embedded name ('default', 'gemma-3-270m'), not an existing .gguf file or model directory, and not a valid hub id.
     """
-    base, variant = split_variant(name)
+    base, variant = split_variant(check_model_name(name))
     if variant:
         return _resolve_variant(resolve(base), variant)
     if name == "default":
@@ -216,6 +265,7 @@ def resolve(name: str) -> Resolved:
         folder, digest = convert_gguf(path)
         return Resolved(str(folder), cache_key(digest, CONVERSION_VERSION)[:16])
     if path.is_dir() and (path / "config.json").exists():
+        check_config(path)
         return Resolved(str(path), directory_fingerprint(path))
     if not re.fullmatch(r"[\w.\-]+(/[\w.\-]+)?", name) or path.suffix == ".gguf":
         raise ValueError(
@@ -238,9 +288,12 @@ def check_model(name: str) -> None:
     """
     if is_served(name):
         return
-    base, _ = split_variant(name)
+    base, _ = split_variant(check_model_name(name))
     path = Path(base).expanduser()
-    if base in EMBEDDED_MODELS or (path.is_dir() and (path / "config.json").exists()):
+    if base in EMBEDDED_MODELS:
+        return
+    if path.is_dir() and (path / "config.json").exists():
+        check_config(path)
         return
     if path.suffix == ".gguf" and path.is_file():
         with open(path, "rb") as handle:
@@ -276,13 +329,16 @@ def _load_transformers(name: str, resolved: Resolved, device: str, dtype: torch.
     return LanguageModel(
         name=name, model=model, tokenizer=tokenizer, kind=kind, device=device,
         fingerprint=resolved.fingerprint, dtype=dtype, batch_size=auto_batch_size(device, model),
-        cache=DiskCache(enabled=use_cache),
+        cache=DiskCache(enabled=use_cache, owner=name),
     )
 
 
 def load_model(name: str = "default", device: str | None = None, dtype: torch.dtype | str | None = None,
-               use_cache: bool = True) -> LanguageModel | ServedModel:
+               use_cache: bool = True) -> LanguageModelProtocol:
     """Load a model by name (see the module docstring) onto ``device`` in ``dtype``.
+
+    A local model is a :class:`LanguageModel`, a served one a :class:`ServedModel`: both implement
+    :class:`~fairnb.models.protocol.LanguageModelProtocol`.
 
     Examples:
         >>> load_model(None)

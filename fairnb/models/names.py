@@ -12,6 +12,24 @@ EMBEDDED_MODELS = ("default", "gemma-3-270m")
 BASE_MODELS = ("gemma-3-270m",)
 # Controlled fine-tunes of any model, named "<model>+<variant>" (fairnb.models.tuning).
 VARIANTS = ("stereotyped", "counterfactual")
+NAME_MAX = 255  # bytes in one file name on the usual file systems (and far above any hub id's part)
+
+
+def check_model_name(name: str) -> str:
+    """``name`` when each of its ``/``-separated parts can be a file name; else one sentence.
+
+    Examples:
+        >>> check_model_name("org/model")
+        'org/model'
+        >>> check_model_name("m" * 300)
+        Traceback (most recent call last):
+        ...
+        ValueError: The model name 'mmmmmmmmmmmmmmmmmmmmmmmmmmmmmm…' is 300 characters long: too long for a model file, folder or hub id (at most 255 bytes between slashes).
+    """
+    if any(len(part.encode()) > NAME_MAX for part in str(name).split("/")):
+        raise ValueError(f"The model name {name[:30]!r}… is {len(name)} characters long: too long for a model file, "
+                         f"folder or hub id (at most {NAME_MAX} bytes between slashes).".replace("'…", "…'"))
+    return name
 
 
 def split_variant(name: str) -> tuple[str, str | None]:

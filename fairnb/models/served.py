@@ -1,9 +1,12 @@
 """A model behind an OpenAI-compatible server, reached with the official ``openai`` client.
 
-:class:`ServedModel` has the :class:`~fairnb.models.language_model.LanguageModel` interface for
+:class:`ServedModel` implements :class:`~fairnb.models.protocol.LanguageModelProtocol` for
 what a server can do. ``generate`` sends one request per prompt (streamed ``/chat/completions``,
 or ``/completions``), ``concurrency`` of them at a time, each retried with exponential backoff
-on a refused connection, a timeout, HTTP 429 or 5xx. Every answer is cached on disk under a key
+on a refused connection, a timeout, HTTP 429 or 5xx, or an answer that is not complete (an HTTP 200
+that is not JSON, an empty stream, a stream that ends without ``finish_reason`` or ``[DONE]``).
+``timeout`` bounds each try as a whole (:mod:`~fairnb.models.http_deadline`), so a server that
+trickles keep-alive bytes cannot hold a run. Every complete answer is cached on disk under a key
 of the model's identity (model, base URL, endpoint), the request (prompt, every decoding
 setting, the seed); a sampled request without a seed is not cached. ``top_k`` goes in the
 request body where decoding asks for it; a server that refuses it (``transformers serve``,
@@ -17,13 +20,15 @@ lm-evaluation-harness asks vLLM): the prompt and continuation go as token ids of
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import random
 import time
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -31,7 +36,7 @@ from fairnb.models import generation, scoring
 from fairnb.models.batching import Progress
 from fairnb.models.cache import DiskCache, cache_key
 from fairnb.models.capabilities import MissingCapability
-from fairnb.models.language_model import _continuation_rows, text_list
+from fairnb.models.language_model import continuation_rows, text_list
 from fairnb.models.served_spec import ServedSpec, parse_spec, served_slug
 
 log = logging.getLogger(__name__)
@@ -68,10 +73,10 @@ class ServedModel:
         self._key = api_key(self.spec, self.name)  # early: a missing key is one sentence at load time
 
     @classmethod
-    def from_spec(cls, spec: str | dict, tokenizer: Any = None, use_cache: bool = True) -> "ServedModel":
+    def from_spec(cls, spec: str | dict, tokenizer: Any = None, use_cache: bool = True) -> ServedModel:
         parsed = parse_spec(spec)
         return cls(spec if isinstance(spec, str) else parsed.text(), parsed, tokenizer,
-                   DiskCache(enabled=use_cache))
+                   DiskCache(enabled=use_cache, owner=parsed.model))
 
     @property
     def slug(self) -> str:
@@ -92,8 +97,11 @@ class ServedModel:
         if self._client is None:
             import openai
 
-            self._client = openai.OpenAI(base_url=self.spec.base_url, api_key=self._key,
-                                         timeout=self.spec.timeout, max_retries=0)
+            from fairnb.models.http_deadline import DeadlineTransport
+
+            transport = DeadlineTransport(self.spec.timeout)  # the timeout bounds a request, not each read
+            self._client = openai.OpenAI(base_url=self.spec.base_url, api_key=self._key, timeout=self.spec.timeout,
+                                         max_retries=0, http_client=openai.DefaultHttpxClient(transport=transport))
         return self._client
 
     def scrub(self, text: str) -> str:
@@ -163,13 +171,10 @@ class ServedModel:
     def _send_text(self, request: dict, extra_body: dict | None) -> str:
         def send() -> str:
             if self.spec.endpoint == "completions":
-                answer = self.client.completions.create(**request, extra_body=extra_body)
-                return answer.choices[0].text or ""
-            parts = []
-            for chunk in self.client.chat.completions.create(**request, stream=True, extra_body=extra_body):
-                if chunk.choices and chunk.choices[0].delta.content:
-                    parts.append(chunk.choices[0].delta.content)
-            return "".join(parts)
+                return completed_choice(self.client.completions.create(**request, extra_body=extra_body)).text or ""
+            with self.client.chat.completions.with_streaming_response.create(**request, stream=True,
+                                                                              extra_body=extra_body) as response:
+                return chat_stream_text(response.iter_lines())
 
         return self._with_retries(send, "/" + ("completions" if self.spec.endpoint == "completions"
                                                else "chat/completions"))
@@ -192,7 +197,7 @@ class ServedModel:
         if not (self.spec.logprobs and self.tokenizer is not None):
             raise MissingCapability(self.name, ["scores"])
         prompts = text_list(prompts, "prompts")
-        rows = _continuation_rows(continuations, len(prompts))
+        rows = continuation_rows(continuations, len(prompts))
         rows = rows if not isinstance(rows[0], str) else [rows] * len(prompts)
         scoring.check_words(sorted({c for row in rows for c in row}))
         prompt_ids = self.tokenizer([p.rstrip(" ") for p in prompts], add_special_tokens=True).input_ids
@@ -207,8 +212,8 @@ class ServedModel:
     def _prompt_logprob(self, request: dict) -> float:
         request = dict(request)
         start, ids = request.pop("start"), request["prompt"]
-        answer = self._with_retries(lambda: self.client.completions.create(**request), "/completions")
-        logprobs = getattr(answer.choices[0], "logprobs", None) if answer.choices else None
+        choice = self._with_retries(lambda: completed_choice(self.client.completions.create(**request)), "/completions")
+        logprobs = getattr(choice, "logprobs", None)
         values = list(getattr(logprobs, "token_logprobs", None) or [])
         if len(values) < len(ids) or any(v is None for v in values[start:len(ids)]):
             raise ValueError(f"The server at {self.spec.base_url} returned no prompt log-probs for /completions with "
@@ -248,10 +253,12 @@ class ServedModel:
 
     def _with_retries(self, send: Callable[[], Any], path: str) -> Any:
         """``send()``, tried again after a refused connection, a timeout, 429 or 5xx (up to ``retries`` times)."""
-        import httpx
         import openai
 
-        retryable = (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError, httpx.TransportError)
+        from fairnb.models.http_deadline import TRANSPORT_ERRORS
+
+        retryable = (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError, IncompleteAnswer,
+                     *TRANSPORT_ERRORS)
         tries = self.spec.retries + 1
         for attempt in range(tries):
             try:
@@ -274,10 +281,14 @@ class ServedModel:
         """One sentence for a failed request (the API key never in it)."""
         import openai
 
+        from fairnb.models.http_deadline import TIMEOUTS
+
         url, model = self.spec.base_url, self.spec.model
         after = f" after {tries} {'try' if tries == 1 else 'tries'}"
+        if isinstance(error, IncompleteAnswer):
+            return ValueError(f"The server at {url} sent {error}{after} ({path}); nothing of it was cached.")
         detail = self.scrub(" ".join(_error_text(error).split()))[:300]
-        if isinstance(error, openai.APITimeoutError):
+        if isinstance(error, (openai.APITimeoutError, *TIMEOUTS)):
             return ValueError(f"The server at {url} did not answer within {self.spec.timeout:g} s{after}.")
         if isinstance(error, openai.APIConnectionError):
             cause = error.__cause__ or error.__context__
@@ -300,6 +311,66 @@ class ServedModel:
                 return _Refused(f"The server at {url} refused the request (HTTP {status}: {detail}).")
             return ValueError(f"The server at {url} failed (HTTP {status}: {detail}){after}.")
         return ValueError(f"The connection to the server at {url} broke ({type(error).__name__}: {detail}){after}.")
+
+
+class IncompleteAnswer(Exception):
+    """An HTTP 200 that is no complete answer (not JSON, empty, cut short): a failed request, never cached."""
+
+
+def completed_choice(answer: Any) -> Any:
+    """The first choice of a ``/completions`` answer that the server finished (it has a ``finish_reason``).
+
+    Examples:
+        >>> completed_choice("<html>busy</html>")
+        Traceback (most recent call last):
+        ...
+        fairnb.models.served.IncompleteAnswer: an answer that is not a JSON completion
+    """
+    choices = getattr(answer, "choices", None)
+    if not choices:
+        raise IncompleteAnswer("an answer that is not a JSON completion")
+    if getattr(choices[0], "finish_reason", None) is None:
+        raise IncompleteAnswer("a completion without finish_reason (cut short)")
+    return choices[0]
+
+
+def chat_stream_text(lines: Iterable[str]) -> str:
+    """The text of a streamed chat answer (server-sent events), complete only with a ``finish_reason`` or ``[DONE]``.
+
+    Examples:
+        >>> chunk = '{"choices": [{"delta": {"content": "Hi"}, "finish_reason": %s}]}'
+        >>> chat_stream_text(["data: " + chunk % '"stop"', ""])
+        'Hi'
+        >>> chat_stream_text(["data: " + chunk % "null"])
+        Traceback (most recent call last):
+        ...
+        fairnb.models.served.IncompleteAnswer: a stream that stopped before its end (no finish_reason or [DONE])
+    """
+    parts, events, finished = [], 0, False
+    for line in lines:
+        field, _, value = line.partition(":")
+        if not line.strip() or field in ("", "event", "id", "retry"):
+            continue  # blank lines, SSE comments (keep-alives) and the fields fairnb does not read
+        if field != "data":
+            raise IncompleteAnswer("an answer that is not a stream of server-sent events")
+        if value.strip() == "[DONE]":
+            finished = True
+            break
+        try:
+            chunk = json.loads(value)
+        except ValueError:
+            raise IncompleteAnswer("a stream event that is not JSON") from None
+        if not isinstance(chunk, dict) or chunk.get("error"):
+            raise IncompleteAnswer(f"a stream event that is no answer ({' '.join(str(chunk).split())[:120]})")
+        events += 1
+        for choice in chunk.get("choices") or []:
+            parts.append((choice.get("delta") or {}).get("content") or "")
+            finished = finished or choice.get("finish_reason") is not None
+    if not events:
+        raise IncompleteAnswer("an empty stream")
+    if not finished:
+        raise IncompleteAnswer("a stream that stopped before its end (no finish_reason or [DONE])")
+    return "".join(parts)
 
 
 def _never_connected(error: BaseException) -> bool:

@@ -7,7 +7,6 @@ exist, then ``jupyter-book build`` renders it.
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -21,7 +20,8 @@ from fairnb.models.cache import atomic_write_text
 from fairnb.report.findings import headline_findings
 from fairnb.results import read_results
 from fairnb.models.names import model_label
-from fairnb.report.runner import GETTING_STARTED, REPO_ROOT, execute_notebook, record_path
+from fairnb.report.runner import GETTING_STARTED, REPO_ROOT, execute_notebook, failed_path, failure_reason, read_record
+from fairnb.results import load_results
 
 COMPARISON_NOTEBOOK = REPO_ROOT / "book" / "comparison.ipynb"
 REPRODUCTION_NOTEBOOK = REPO_ROOT / "book" / "reproduction.ipynb"
@@ -44,10 +44,8 @@ def execute_comparison(runs: str | Path, results: str | Path | None = None, sour
 
 def page_model(page: Path) -> str:
     """The short model name of an executed page: from its run record, else its folder."""
-    try:
-        return model_label(json.loads(record_path(page).read_text())["parameters"]["model"])
-    except (OSError, ValueError, KeyError):
-        return page.parent.name
+    model = (read_record(page) or {"parameters": {}})["parameters"].get("model")
+    return model_label(model) if isinstance(model, str) else page.parent.name
 
 
 def executed_pages(runs: Path) -> dict[int, list[Path]]:
@@ -177,18 +175,31 @@ def build_book(runs: str | Path, book_root: str | Path = REPO_ROOT, results: str
                build: bool = True, timeout: int | None = None) -> int:
     """Execute the comparison and reproduction pages, write ``_build/_toc.generated.yml`` and run ``jupyter-book build``.
 
-    Returns the exit code of the build (0 when ``build`` is False).
+    A results file that cannot be read is one sentence here and on the comparison page, which
+    shows every other file. Should the comparison page fail, the book is built without it (never
+    with an older copy beside the failure) and the failure is one sentence.
+    Returns the exit code of the build (0 when ``build`` is False; 1 when the comparison page failed).
     """
     book_root = Path(book_root).resolve()
-    execute_comparison(runs, results, timeout=timeout)
-    execute_comparison(runs, results, REPRODUCTION_NOTEBOOK, timeout=timeout)
+    for problem in load_results(results or results_folder(runs))[1]:
+        print(f"fairnb book: {problem}", file=sys.stderr)
+    failed = 0
+    for source in (COMPARISON_NOTEBOOK, REPRODUCTION_NOTEBOOK):
+        page = Path(runs) / source.name
+        try:
+            execute_comparison(runs, results, source, timeout=timeout)
+        except Exception as error:  # the chapter pages still make a book
+            page.unlink(missing_ok=True)
+            print(f"fairnb book: the {source.stem} page failed ({failure_reason(error)}); the book is built without it "
+                  f"(the failed page: {failed_path(page)}).", file=sys.stderr)
+            failed = 1
     toc_path = book_root / "_build" / "_toc.generated.yml"
     atomic_write_text(toc_path, yaml.safe_dump(book_toc(runs, book_root, results), sort_keys=False, allow_unicode=True))
     print(f"Table of contents: {toc_path}")
     if not build:
-        return 0
+        return failed
     local = Path(sys.executable).parent / "jupyter-book"
     program = str(local) if local.exists() else shutil.which("jupyter-book")
     if program is None:
         raise ValueError("jupyter-book is not installed: run `pip install 'jupyter-book>=1,<2'`.")
-    return subprocess.run([program, "build", str(book_root), "--toc", str(toc_path)]).returncode
+    return subprocess.run([program, "build", str(book_root), "--toc", str(toc_path)]).returncode or failed

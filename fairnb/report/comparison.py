@@ -1,11 +1,14 @@
 """The comparison page: the chapters' headline numbers side by side, and whether the methods agree.
 
 Only rows with ``level == "headline"`` are read, and only the headlines each chapter declares
-in its ``CHAPTER`` (label, direction): one number per model, chapter and headline, never an
-average of rows. Two questions of agreement:
+in its ``CHAPTER`` (label, direction): one number per model, chapter, headline and preset, never
+an average of rows. The preset is part of every number's identity: each table row holds one
+preset, and no agreement is computed across presets. Three questions of agreement:
 
 - *across models*: do two headlines order the models alike? Spearman's rank correlation,
   defined from three models on;
+- *within a chapter*: do its headlines rank the models alike (chapter 3's paper, Fig. 6: UCerF
+  against equalized odds)? :func:`model_ranks` ranks the models by each headline, fairest first;
 - *within a model*: do chapters 1, 2 and 3 agree on which occupations are biased? Their
   per-occupation group rows (:data:`OCCUPATION_SCORES`), matched by normalised occupation
   name, compared by Spearman's correlation across occupations.
@@ -22,7 +25,9 @@ from scipy.stats import spearmanr
 import fairnb
 from fairnb.models.names import model_label
 
-HEADLINE_COLUMNS = ["number", "chapter", "metric", "label", "direction", "model", "value", "ci_low", "ci_high"]
+HEADLINE_COLUMNS = ["number", "chapter", "metric", "label", "direction", "preset", "model", "value", "ci_low",
+                    "ci_high"]
+DEFAULT_PRESET = "quick"  # the preset of rows written before results carried one
 MIN_MODELS_FOR_RANKS = 3
 MIN_OCCUPATIONS = 3
 # The per-occupation score of each chapter that scores occupations: chapter key -> group-level metric.
@@ -41,8 +46,13 @@ def significant(value: float, digits: int = 3) -> str:
     return "–" if value is None or np.isnan(value) else f"{value:.{digits}g}"
 
 
+def with_preset(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with a ``preset`` column (``quick`` where it has none)."""
+    return frame if "preset" in frame.columns else frame.assign(preset=DEFAULT_PRESET)
+
+
 def headline_table(results: pd.DataFrame, chapters=None) -> pd.DataFrame:
-    """One row per declared headline and model: value, interval (NaN when none), label, direction.
+    """One row per declared headline, preset and model: value, interval (NaN when none), label, direction.
 
     Examples:
         >>> from fairnb.contract import Chapter, Headline
@@ -56,42 +66,50 @@ def headline_table(results: pd.DataFrame, chapters=None) -> pd.DataFrame:
     missing = {"model", "chapter", "metric", "value", "level"} - set(results.columns)
     if missing:
         raise ValueError(f"The results table lacks the columns {sorted(missing)}.")
-    frame = results[results["level"] == "headline"]
+    frame = with_preset(results)
+    frame = frame[frame["level"] == "headline"]
     frame = frame.assign(**{c: frame[c] if c in frame else np.nan for c in ("ci_low", "ci_high")})
     frame = frame.astype({"value": float, "ci_low": float, "ci_high": float})
     frame = frame.assign(model=frame["model"].map(model_label))
-    repeated = frame[frame.duplicated(["model", "chapter", "metric"], keep=False)]
+    repeated = frame[frame.duplicated(["model", "chapter", "metric", "preset"], keep=False)]
     if len(repeated):
         first = repeated.iloc[0]
         raise ValueError(f"The results hold {int((repeated['metric'] == first['metric']).sum())} headline rows "
-                         f"{first['chapter']}:{first['metric']} for model {first['model']}; a headline is one row.")
+                         f"{first['chapter']}:{first['metric']} for model {first['model']} (preset {first['preset']}); "
+                         "a headline is one row.")
     rows = []
     for chapter in chapters if chapters is not None else fairnb.chapters():
         for headline in chapter.headlines:
             chosen = frame[(frame["chapter"] == chapter.key) & (frame["metric"] == headline.name)]
             rows += [{"number": chapter.number, "chapter": chapter.key, "metric": headline.name, "label": headline.label,
-                      "direction": headline.direction, "model": row.model, "value": row.value,
+                      "direction": headline.direction, "preset": row.preset, "model": row.model, "value": row.value,
                       "ci_low": row.ci_low, "ci_high": row.ci_high} for row in chosen.itertuples()]
     table = pd.DataFrame(rows, columns=HEADLINE_COLUMNS)
-    return table.sort_values(["number", "chapter", "model"], kind="stable").reset_index(drop=True)
+    return table.sort_values(["number", "chapter", "preset", "model"], kind="stable").reset_index(drop=True)
 
 
-def method_name(chapter: str, metric: str) -> str:
-    """The label of a headline: ``"chapter:metric"``."""
-    return f"{chapter}:{metric}"
+def method_name(chapter: str, metric: str, preset: str = DEFAULT_PRESET) -> str:
+    """The label of a headline: ``"chapter:metric"``, with its preset when it is not ``quick``.
+
+    Examples:
+        >>> method_name("ucerf", "ucerf"), method_name("ucerf", "ucerf", "paper")
+        ('ucerf:ucerf', 'ucerf:ucerf (paper)')
+    """
+    return f"{chapter}:{metric}" + ("" if preset == DEFAULT_PRESET else f" ({preset})")
 
 
 def comparison_table(headline: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
-    """The full table for people: one row per headline (label, direction), one column per model.
+    """The full table for people: one row per headline (label, direction) and preset, one column per model.
 
     Cells are ``value [low, high]`` with ``digits`` significant digits; '–' where a model lacks it.
+    A column never mixes presets within a row: a model run under two presets has two rows per headline.
 
     Examples:
         >>> h = pd.DataFrame({"number": 1, "chapter": "c", "metric": "m", "label": "risk", "direction": "lower is fairer",
-        ...                   "model": ["a", "b"], "value": [0.51234, 0.25], "ci_low": [0.4, np.nan],
-        ...                   "ci_high": [0.6, np.nan]})
-        >>> comparison_table(h).to_dict("records")
-        [{'chapter': 'c', 'headline': 'risk', 'direction': 'lower is fairer', 'a': '0.512 [0.4, 0.6]', 'b': '0.25'}]
+        ...                   "preset": ["quick", "quick", "paper"], "model": ["a", "b", "b"],
+        ...                   "value": [0.51234, 0.25, 0.3], "ci_low": [0.4, np.nan, np.nan], "ci_high": [0.6, np.nan, np.nan]})
+        >>> comparison_table(h)[["preset", "a", "b"]].to_dict("records")
+        [{'preset': 'quick', 'a': '0.512 [0.4, 0.6]', 'b': '0.25'}, {'preset': 'paper', 'a': '–', 'b': '0.3'}]
     """
     def cell(row) -> str:
         text = significant(row.value, digits)
@@ -99,17 +117,35 @@ def comparison_table(headline: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
             text += f" [{significant(row.ci_low, digits)}, {significant(row.ci_high, digits)}]"
         return text
 
-    cells = headline.assign(cell=[cell(row) for row in headline.itertuples()])
-    table = cells.pivot_table(index=["number", "chapter", "label", "direction"], columns="model", values="cell",
+    cells = with_preset(headline)
+    cells = cells.assign(cell=[cell(row) for row in cells.itertuples()])
+    table = cells.pivot_table(index=["number", "chapter", "label", "direction", "preset"], columns="model", values="cell",
                               aggfunc="first", sort=False).fillna("–")
     table = table.sort_index(level="number", sort_remaining=False).reset_index().drop(columns="number")
     table.columns.name = None
     return table.rename(columns={"label": "headline"})
 
 
+def presets_note(headline: pd.DataFrame) -> str:
+    """Markdown under the headline table: which presets its rows come from (empty with one preset).
+
+    Examples:
+        >>> presets_note(pd.DataFrame({"preset": ["quick", "paper", "quick"]}))[:60]
+        'These results come from 2 presets, paper and quick; each row'
+    """
+    presets = sorted(set(with_preset(headline)["preset"]))
+    if len(presets) < 2:
+        return ""
+    return (f"These results come from {len(presets)} presets, {' and '.join(presets)}; each row holds one preset's "
+            "numbers, so a column never sets the numbers of unlike presets side by side. A preset changes what "
+            "a headline measures (sample sizes, decoding, the paper's conventions): compare models within one preset.")
+
+
 def method_matrix(headline: pd.DataFrame) -> pd.DataFrame:
-    """Headline values with models as rows and ``chapter:metric`` headlines as columns."""
-    named = headline.assign(method=[method_name(c, m) for c, m in zip(headline["chapter"], headline["metric"])])
+    """Headline values with models as rows and ``chapter:metric`` headlines (one per preset) as columns."""
+    headline = with_preset(headline)
+    named = headline.assign(method=[method_name(c, m, p) for c, m, p in
+                                    zip(headline["chapter"], headline["metric"], headline["preset"])])
     matrix = named.pivot(index="model", columns="method", values="value")
     matrix.columns.name = None
     return matrix
@@ -119,7 +155,8 @@ def rank_correlations(headline: pd.DataFrame) -> pd.DataFrame:
     """Spearman's rho between every two headlines across the models both were run on.
 
     NaN where fewer than three models are shared or a headline gives every model the same
-    value: a rank correlation over two points is always +-1 and says nothing.
+    value (a rank correlation over two points is always +-1 and says nothing), and between
+    headlines of different presets.
 
     Examples:
         >>> h = pd.DataFrame({"chapter": "c", "metric": np.repeat(["u", "v", "w"], 3), "model": list("abc") * 3,
@@ -129,10 +166,13 @@ def rank_correlations(headline: pd.DataFrame) -> pd.DataFrame:
     """
     matrix = method_matrix(headline)
     methods = list(matrix.columns)
+    headline = with_preset(headline)
+    preset = {method_name(c, m, p): p for c, m, p in zip(headline["chapter"], headline["metric"], headline["preset"])}
     rho = pd.DataFrame(np.nan, index=methods, columns=methods)
     for first, second in combinations(methods, 2):
         pair = matrix[[first, second]].dropna()
-        if len(pair) >= MIN_MODELS_FOR_RANKS and pair[first].nunique() > 1 and pair[second].nunique() > 1:
+        if preset[first] == preset[second] and len(pair) >= MIN_MODELS_FOR_RANKS \
+                and pair[first].nunique() > 1 and pair[second].nunique() > 1:
             rho.loc[first, second] = rho.loc[second, first] = spearmanr(pair[first], pair[second]).statistic
     for method in methods:
         if matrix[method].dropna().nunique() > 1 and matrix[method].count() >= MIN_MODELS_FOR_RANKS:
@@ -147,7 +187,7 @@ def across_models_sentence(headline: pd.DataFrame, correlations: pd.DataFrame, s
         return (f"The results hold {len(models)} model(s), so no rank correlation across models is reported: "
                 "with two models any two headlines order them either alike or reversed (rho = ±1), which "
                 "says nothing. Run at least three models (`--models default,gemma-3-270m,<another>`); the "
-                "within-model agreement below answers the question with one model already.")
+                "within-model agreement on this page answers the question with one model already.")
     pairs = [(a, b, correlations.loc[a, b]) for a, b in combinations(correlations.columns, 2)
              if not np.isnan(correlations.loc[a, b])]
     if not pairs:
@@ -171,7 +211,7 @@ def normalise_occupation(name: str) -> str:
 
 
 def occupation_scores(results: pd.DataFrame) -> pd.DataFrame:
-    """Per model and normalised occupation, each chapter's per-occupation score (chapters as columns).
+    """Per model, preset and normalised occupation, each chapter's per-occupation score (chapters as columns).
 
     Rows with a ``topic`` (chapter 1 scores every topic) count only for the gender topic, the one
     chapters 2 and 3 measure. A chapter that gives an occupation two scores is an error, never averaged.
@@ -181,30 +221,45 @@ def occupation_scores(results: pd.DataFrame) -> pd.DataFrame:
         ...                      "level": "group", "group": ["Nurse", "nurse", "nurse"], "value": [0.2, 0.9, 0.8],
         ...                      "topic": ["gender", "race", None]})
         >>> occupation_scores(rows).to_dict("records")
-        [{'model': 'm', 'occupation': 'nurse', 'bvf': 0.2, 'probing': nan, 'ucerf': 0.8}]
+        [{'model': 'm', 'preset': 'quick', 'occupation': 'nurse', 'bvf': 0.2, 'probing': nan, 'ucerf': 0.8}]
     """
     if "group" not in results.columns or "level" not in results.columns:
-        return pd.DataFrame(columns=["model", "occupation", *OCCUPATION_SCORES])
+        return pd.DataFrame(columns=["model", "preset", "occupation", *OCCUPATION_SCORES])
+    results = with_preset(results)
     topic = results["topic"] if "topic" in results.columns else pd.Series(None, index=results.index, dtype=object)
     chosen = pd.concat([results[(results["chapter"] == key) & (results["metric"] == metric)
                                 & (results["level"] == "group") & (topic.isna() | (topic == OCCUPATION_TOPIC))]
                         for key, metric in OCCUPATION_SCORES.items()])
     chosen = chosen.assign(model=chosen["model"].map(model_label), occupation=chosen["group"].map(normalise_occupation),
                            value=chosen["value"].astype(float))
-    repeated = chosen[chosen.duplicated(["model", "chapter", "occupation"], keep=False)]
+    repeated = chosen[chosen.duplicated(["model", "preset", "chapter", "occupation"], keep=False)]
     if len(repeated):
         first = repeated.iloc[0]
         raise ValueError(f"Chapter {first['chapter']!r} gives occupation {first['occupation']!r} "
                          f"{int(((repeated['chapter'] == first['chapter']) & (repeated['occupation'] == first['occupation'])).sum())} "
                          f"scores for model {first['model']}; a per-occupation score is one row.")
-    table = chosen.pivot_table(index=["model", "occupation"], columns="chapter", values="value", aggfunc="first")
+    table = chosen.pivot_table(index=["model", "preset", "occupation"], columns="chapter", values="value",
+                               aggfunc="first")
     table = table.reindex(columns=list(OCCUPATION_SCORES)).reset_index()
     table.columns.name = None
     return table
 
 
+def scatter_subjects(scores: pd.DataFrame) -> list[tuple[str, str]]:
+    """The (model, preset) pairs whose occupations two or more chapters score: one scatter matrix each.
+
+    Examples:
+        >>> s = pd.DataFrame({"model": ["a", "b"], "preset": "quick", "occupation": "x", "bvf": [1.0, 2.0],
+        ...                   "probing": [1.0, None], "ucerf": None})
+        >>> scatter_subjects(s)
+        [('a', 'quick')]
+    """
+    counts = with_preset(scores).groupby(["model", "preset"])[list(OCCUPATION_SCORES)].count()
+    return [key for key, row in counts.iterrows() if (row > 0).sum() >= 2]
+
+
 def within_model_agreement(scores: pd.DataFrame) -> pd.DataFrame:
-    """Per model and pair of chapters: Spearman's rho across the occupations both score, n and p-value.
+    """Per model, preset and pair of chapters: Spearman's rho across the occupations both score, n and p-value.
 
     Examples:
         >>> s = pd.DataFrame({"model": "a", "occupation": list("wxyz"), "bvf": [1, 2, 3, 4],
@@ -213,14 +268,14 @@ def within_model_agreement(scores: pd.DataFrame) -> pd.DataFrame:
         {'first': 'bvf', 'second': 'probing', 'n': 4, 'rho': 0.8}
     """
     rows = []
-    for model, group in scores.groupby("model", sort=True):
+    for (model, preset), group in with_preset(scores).groupby(["model", "preset"], sort=True):
         for first, second in combinations(OCCUPATION_SCORES, 2):
             pair = group[[first, second]].dropna()
             defined = len(pair) >= MIN_OCCUPATIONS and pair[first].nunique() > 1 and pair[second].nunique() > 1
             rho, p = spearmanr(pair[first], pair[second]) if defined else (np.nan, np.nan)
-            rows.append({"model": model, "first": first, "second": second, "n": len(pair),
+            rows.append({"model": model, "preset": preset, "first": first, "second": second, "n": len(pair),
                          "rho": float(rho), "p": float(p)})
-    return pd.DataFrame(rows, columns=["model", "first", "second", "n", "rho", "p"])
+    return pd.DataFrame(rows, columns=["model", "preset", "first", "second", "n", "rho", "p"])
 
 
 def agreement_for_people(agreement: pd.DataFrame) -> pd.DataFrame:
@@ -228,11 +283,85 @@ def agreement_for_people(agreement: pd.DataFrame) -> pd.DataFrame:
 
     Examples:
         >>> a = pd.DataFrame({"model": "m", "first": "bvf", "second": "ucerf", "n": 5, "rho": [0.61234], "p": [0.000123]})
-        >>> agreement_for_people(a).to_dict("records")
-        [{'model': 'm', 'chapters': 'bvf vs ucerf', 'occupations': 5, 'Spearman rho': '0.612', 'p-value': '1.23e-04'}]
+        >>> agreement_for_people(a).to_dict("records")  # doctest: +NORMALIZE_WHITESPACE
+        [{'model': 'm', 'preset': 'quick', 'chapters': 'bvf vs ucerf', 'occupations': 5, 'Spearman rho': '0.612',
+          'p-value': '1.23e-04'}]
     """
-    return pd.DataFrame({"model": agreement["model"],
+    return pd.DataFrame({"model": agreement["model"], "preset": with_preset(agreement)["preset"],
                          "chapters": agreement["first"] + " vs " + agreement["second"],
                          "occupations": agreement["n"],
                          "Spearman rho": [significant(r) for r in agreement["rho"]],
                          "p-value": ["–" if np.isnan(p) else f"{p:.2e}" for p in agreement["p"]]})
+
+
+def fairness_rank(values: pd.Series, direction: str) -> pd.Series:
+    """Rank 1 = the fairest value under ``direction`` (ties share the better rank).
+
+    Examples:
+        >>> fairness_rank(pd.Series([0.9, 0.5, 0.2]), "higher is fairer").tolist()
+        [1.0, 2.0, 3.0]
+        >>> fairness_rank(pd.Series([0.9, 0.5, 0.2]), "nearer 0.5 is fairer").tolist()
+        [3.0, 1.0, 2.0]
+    """
+    key = {"higher is fairer": -values, "lower is fairer": values}.get(direction, (values - 0.5).abs())
+    return key.rank(method="min")
+
+
+def model_ranks(headline: pd.DataFrame) -> pd.DataFrame:
+    """Models ranked by each headline, fairest first, within each preset (chapter 3's paper, Fig. 6, for every chapter).
+
+    One row per preset and model, one column per headline (``chapter:metric``).
+
+    Examples:
+        >>> h = pd.DataFrame({"chapter": "c", "metric": np.repeat(["u", "eo"], 3), "model": list("abc") * 2,
+        ...                   "direction": np.repeat(["higher is fairer", "lower is fairer"], 3),
+        ...                   "value": [0.9, 0.8, 0.7, 0.3, 0.1, 0.2]})
+        >>> model_ranks(h).to_dict("records")  # doctest: +NORMALIZE_WHITESPACE
+        [{'preset': 'quick', 'model': 'a', 'c:u': 1, 'c:eo': 3}, {'preset': 'quick', 'model': 'b', 'c:u': 2, 'c:eo': 1},
+         {'preset': 'quick', 'model': 'c', 'c:u': 3, 'c:eo': 2}]
+    """
+    headline = with_preset(headline)
+    groups = headline.groupby(["preset", "chapter", "metric"], sort=False)["value"]
+    ranks = headline.assign(rank=groups.transform(lambda v: fairness_rank(v, headline.loc[v.index[0], "direction"])),
+                            method=[method_name(c, m) for c, m in zip(headline["chapter"], headline["metric"])])
+    table = ranks.pivot_table(index=["preset", "model"], columns="method", values="rank", aggfunc="first", sort=False)
+    table.columns.name = None
+    return table.reset_index().astype({c: "Int64" for c in table.columns})
+
+
+def chapter_rank_agreement(headline: pd.DataFrame) -> pd.DataFrame:
+    """Per preset and chapter, Spearman's rho between the model rankings of every two of its headlines.
+
+    Ranks are fairest-first, so rho = 1 means the two headlines call the same models fair,
+    whatever their directions. NaN with fewer than three models or a headline that ties them all.
+
+    Examples:
+        >>> h = pd.DataFrame({"chapter": "c", "metric": np.repeat(["u", "eo"], 3), "model": list("abc") * 2,
+        ...                   "direction": np.repeat(["higher is fairer", "lower is fairer"], 3),
+        ...                   "value": [0.9, 0.8, 0.7, 0.1, 0.2, 0.3]})
+        >>> chapter_rank_agreement(h)[["chapter", "first", "second", "models", "rho"]].to_dict("records")
+        [{'chapter': 'c', 'first': 'u', 'second': 'eo', 'models': 3, 'rho': 1.0}]
+    """
+    rows = []
+    for (preset, chapter), part in with_preset(headline).groupby(["preset", "chapter"], sort=False):
+        ranks = {metric: fairness_rank(group.set_index("model")["value"], group["direction"].iloc[0])
+                 for metric, group in part.groupby("metric", sort=False)}
+        for first, second in combinations(ranks, 2):
+            pair = pd.concat([ranks[first], ranks[second]], axis=1).dropna()
+            defined = len(pair) >= MIN_MODELS_FOR_RANKS and pair.nunique().min() > 1
+            rho = spearmanr(pair.iloc[:, 0], pair.iloc[:, 1]).statistic if defined else np.nan
+            rows.append({"preset": preset, "chapter": chapter, "first": first, "second": second,
+                         "models": len(pair), "rho": float(rho)})
+    return pd.DataFrame(rows, columns=["preset", "chapter", "first", "second", "models", "rho"])
+
+
+def unreadable_note(problems: list[str]) -> str:
+    """Markdown: the result files left out of this page, one sentence each (empty when none).
+
+    Examples:
+        >>> print(unreadable_note(["The results file r/m/bvf.parquet cannot be read (ArrowInvalid)."]))
+        **Left out of this page:**
+        <BLANKLINE>
+        - The results file r/m/bvf.parquet cannot be read (ArrowInvalid).
+    """
+    return "**Left out of this page:**\n\n" + "\n".join(f"- {p}" for p in problems) if problems else ""

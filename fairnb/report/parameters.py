@@ -2,7 +2,11 @@
 
 A parameter name must be a Python identifier (papermill writes ``name = value`` into the
 notebook, so anything else would be code) and one a notebook of the run declares in its cell
-tagged ``parameters``; ``limit`` must be a positive whole number or ``null``.
+tagged ``parameters``; ``limit`` must be a positive whole number or ``null``. A chapter's
+``preset`` must be one it declares, and a value given for one of its preset settings must be of
+the kind every preset gives it (a non-empty list where the presets hold lists, a number where
+they hold numbers...); the chapter's own ``validate`` hook, where it has one, sees the settings
+the run would use. All of this is checked before any kernel starts.
 """
 from __future__ import annotations
 
@@ -14,6 +18,8 @@ from typing import Any
 
 import nbformat
 import yaml
+
+from fairnb.contract import NOT_GIVEN
 
 
 def check_name(name: Any, where: str = "parameter") -> str:
@@ -65,21 +71,105 @@ def check_limit(value: Any) -> int | None:
     raise ValueError(f"limit must be a positive whole number or null, not {value!r}.")
 
 
-def declared_parameters(notebook: str | Path) -> list[str]:
-    """The names assigned in the notebook's cell tagged ``parameters`` (empty when it has none)."""
+def check_timeout(value: Any) -> int | None:
+    """The seconds a notebook cell may run: a positive whole number, or None for no limit.
+
+    Examples:
+        >>> check_timeout(None), check_timeout(600)
+        (None, 600)
+        >>> check_timeout(0)
+        Traceback (most recent call last):
+        ...
+        ValueError: timeout must be a positive whole number of seconds (leave it out for no limit), not 0.
+    """
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+        return value
+    raise ValueError(f"timeout must be a positive whole number of seconds (leave it out for no limit), not {value!r}.")
+
+
+def parameter_defaults(notebook: str | Path) -> dict[str, Any]:
+    """Each parameter of the notebook's cell tagged ``parameters`` with its default (the source text when not a literal)."""
     for cell in nbformat.read(notebook, as_version=4).cells:
         if cell.cell_type == "code" and "parameters" in cell.metadata.get("tags", []):
             try:
                 tree = ast.parse(cell.source)
             except SyntaxError as error:
                 raise ValueError(f"The parameters cell of {Path(notebook).name} is not valid Python: {error.msg}.") from None
-            names = []
+            defaults = {}
             for node in tree.body:
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
                     if isinstance(node, ast.AnnAssign) else []
-                names += [t.id for t in targets if isinstance(t, ast.Name)]
-            return names
-    return []
+                defaults.update({t.id: _literal(node.value) for t in targets if isinstance(t, ast.Name)})
+            return defaults
+    return {}
+
+
+def _literal(node: ast.expr | None) -> Any:
+    if node is None:  # an annotation without a value
+        return None
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        return ast.unparse(node)
+
+
+def declared_parameters(notebook: str | Path) -> list[str]:
+    """The names assigned in the notebook's cell tagged ``parameters`` (empty when it has none)."""
+    return list(parameter_defaults(notebook))
+
+
+def value_kind(value: Any) -> str:
+    """What kind of value a setting holds: list, flag, number, text, mapping or other.
+
+    Examples:
+        >>> value_kind([0, 1]), value_kind(True), value_kind(0.5), value_kind("bold")
+        ('list', 'flag', 'number', 'text')
+    """
+    kinds = ((bool, "flag"), ((list, tuple), "list"), ((int, float), "number"), (str, "text"), (dict, "mapping"))
+    return next((name for types, name in kinds if isinstance(value, types)), "other")
+
+
+def check_setting(chapter, name: str, value: Any) -> None:
+    """One sentence when ``value`` is not of the kind every preset of ``chapter`` gives the setting ``name``.
+
+    ``None`` ("all", "no cap") passes where a preset uses it or the setting is a number.
+
+    Examples:
+        >>> from fairnb.contract import Chapter
+        >>> ch = Chapter(9, "demo", "Demo", "09_demo.ipynb", (),
+        ...              presets={"quick": {"seeds": [0, 1]}, "paper": {"seeds": [0, 1, 2]}})
+        >>> check_setting(ch, "seeds", [3])
+        >>> check_setting(ch, "seeds", [])
+        Traceback (most recent call last):
+        ...
+        ValueError: Chapter 9 (demo): seeds must not be empty (the quick preset has [0, 1]).
+    """
+    stated = {preset: values[name] for preset, values in chapter.presets.items()}
+    kinds = {value_kind(v) for v in stated.values() if v is not None}
+    if len(kinds) != 1 or (value is None and (None in stated.values() or kinds == {"number"})):
+        return
+    kind, (example_preset, example) = kinds.pop(), next((p, v) for p, v in stated.items() if v is not None)
+    where = f"Chapter {chapter.number} ({chapter.key}): {name}"
+    if value_kind(value) != kind:
+        raise ValueError(f"{where} must be a {kind} like the {example_preset} preset's {example!r}, not {value!r}.")
+    if kind == "list" and not value and all(stated.values()):
+        raise ValueError(f"{where} must not be empty (the {example_preset} preset has {example!r}).")
+
+
+def check_chapter_parameters(chapter, notebook: str | Path, given: dict) -> None:
+    """Everything about a chapter's parameters that can be known before its kernel starts (see the module docstring)."""
+    values = {**parameter_defaults(notebook), **given}
+    preset = values.get("preset")
+    if not chapter.presets or preset is None:
+        return
+    if preset not in chapter.presets:
+        raise ValueError(f"Chapter {chapter.number} ({chapter.key}) has no preset {preset!r}: use one of "
+                         f"{', '.join(map(repr, chapter.presets))}.")
+    for name, value in given.items():
+        if name in chapter.presets[preset] and not (isinstance(value, str) and value == NOT_GIVEN):
+            check_setting(chapter, name, value)
+    if chapter.validate is not None:
+        chapter.validate(chapter.settings(preset, values))
 
 
 def parameters_per_notebook(parameters: dict, notebooks) -> dict[Path, dict]:

@@ -25,19 +25,20 @@ def method_scores_by_model(headline: pd.DataFrame, columns: int = 4):
     """
     import numpy as np
 
-    groups = list(headline.groupby(["chapter", "metric"], sort=False))  # in book order
+    headline = headline if "preset" in headline else headline.assign(preset="quick")
+    groups = list(headline.groupby(["chapter", "metric", "preset"], sort=False))  # in book order, one panel per preset
     columns = max(1, min(columns, len(groups)))
     rows = max(1, -(-len(groups) // columns))
     fig, axes = plt.subplots(rows, columns, figsize=(3.2 * columns, 2.4 * rows), squeeze=False)
     palette = dict(zip(sorted(headline["model"].unique()), sns.color_palette(n_colors=headline["model"].nunique())))
-    for ax, ((chapter, metric), group) in zip(axes.flat, groups):
+    for ax, ((chapter, _, preset), group) in zip(axes.flat, groups):
         low = (group["value"] - group["ci_low"]).clip(lower=0).fillna(0)
         high = (group["ci_high"] - group["value"]).clip(lower=0).fillna(0)
         positions = np.arange(len(group))
         ax.errorbar(positions, group["value"], yerr=[low, high], fmt="none", ecolor="0.4", capsize=3)
         ax.scatter(positions, group["value"], c=[palette[m] for m in group["model"]], zorder=3)
         ax.set_xticks(positions, group["model"], rotation=30, ha="right", fontsize=8)
-        ax.set_title(f"{chapter}\n{group['label'].iloc[0]}", fontsize=9)
+        ax.set_title(f"{chapter} ({preset})\n{group['label'].iloc[0]}", fontsize=9)
         ax.set_xlim(-0.6, len(group) - 0.4)
     for ax in axes.flat[len(groups):]:
         ax.set_visible(False)
@@ -45,16 +46,17 @@ def method_scores_by_model(headline: pd.DataFrame, columns: int = 4):
     return fig
 
 
-def occupation_scatter_matrix(scores: pd.DataFrame, model: str):
-    """Pairwise scatter plots of the chapters' per-occupation scores for one model (one point per occupation).
+def occupation_scatter_matrix(scores: pd.DataFrame, model: str, preset: str = "quick"):
+    """Pairwise scatter plots of the chapters' per-occupation scores for one model and preset (one point per occupation).
 
     ``scores`` is :func:`fairnb.report.comparison.occupation_scores`' output.
     """
-    chosen = scores[scores["model"] == model].drop(columns=["model"]).set_index("occupation")
+    chosen = scores[(scores["model"] == model) & (scores["preset"] == preset)]
+    chosen = chosen.drop(columns=["model", "preset"]).set_index("occupation")
     chosen = chosen.dropna(axis=1, how="all")
     grid = sns.pairplot(chosen.reset_index(drop=True), corner=True, height=2.2,
                         plot_kws={"s": 25, "alpha": 0.8})
-    grid.figure.suptitle(f"Per-occupation scores, {model}", y=1.02)
+    grid.figure.suptitle(f"Per-occupation scores, {model} ({preset})", y=1.02)
     return grid
 
 

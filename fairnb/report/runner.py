@@ -2,14 +2,18 @@
 
 The chapters come from the registry (``fairnb.chapters()``); number 0 is the quickstart, a
 getting-started page that writes no results. A pair counts as finished when its output
-notebook exists *and* the run record beside it (``NN_name.run.json``: parameters, model
-fingerprint, fairnb version) matches this run; otherwise it reruns and the summary says why.
+notebook exists *and* the run record beside it (``NN_name.run.json``) matches this run: its
+parameters, its notebook, the model's fingerprint and a fingerprint of every fairnb file that can
+change a number (the chapter's package with its data, and the shared modules it imports, see
+:func:`code_fingerprint`); otherwise it reruns and the summary says why
+("rerun: fairnb/ucerf/metrics.py changed"). fairnb's version number plays no part.
 Outputs are written through a temporary file renamed on success, so a killed run keeps every
 finished pair; a failed pair keeps its partly executed notebook as ``NN_name.failed.ipynb``.
 Pairs run one after the other in this process, or on Dask distributed.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -17,23 +21,28 @@ import re
 import threading
 import time
 import warnings
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import nbformat
 import pandas as pd
 from tqdm import tqdm
 
 import fairnb
-from fairnb.models.cache import atomic_write_text, cache_key, file_sha256
+from fairnb.models.cache import atomic_write_text, cache_dir, cache_key
 from fairnb.models.capabilities import capabilities, describe_missing
-from fairnb.models.names import EMBEDDED_MODELS, model_label, model_slug, split_variant
+from fairnb.models.names import EMBEDDED_MODELS, check_model_name, model_label, model_slug, split_variant
 from fairnb.models.served_spec import spec_text
-from fairnb.report.parameters import parameters_per_notebook
+from fairnb.report.parameters import check_chapter_parameters, check_timeout, parameter_defaults, parameters_per_notebook
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+PACKAGE_ROOT = REPO_ROOT / "fairnb"
+# What every chapter runs on besides its own package: a change in any of these can change a number.
+SHARED_CODE = ("__init__.py", "contract.py", "models", "data", "stats.py", "results.py", "text_scorers.py",
+               "report/display.py")  # display: the pages' tables and their rounding
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 GETTING_STARTED = (0, "Quickstart", "00_quickstart.ipynb")
 HEADING = re.compile(r"^\s{0,3}#{1,6}\s+\S")
@@ -155,17 +164,25 @@ def notebook_title(path: str | Path) -> str | None:
 
 
 def finish_page(path: str | Path, suffix: str | None, fallback: str) -> None:
-    """Hide papermill's injected cell, drop progress lines and retitle (see :func:`retitle`) a page, in place."""
+    """Hide papermill's injected cell, drop progress lines, write fairnb's cache folder as ``$FAIRNB_CACHE``
+    and retitle (see :func:`retitle`) a page, in place."""
     notebook = nbformat.read(path, as_version=4)
     for cell in notebook.cells:
         tags = cell.metadata.setdefault("tags", [])
         if "injected-parameters" in tags and "remove-cell" not in tags:
             tags.append("remove-cell")  # the run card shows the values the page ran with
         if cell.cell_type == "code":
-            cell.outputs = [output for output in map(_without_progress, cell.outputs) if output is not None]
+            cell.outputs = [_without_cache_paths(output) for output in map(_without_progress, cell.outputs)
+                            if output is not None]
     if suffix:
         retitle(notebook, suffix, fallback)
     nbformat.write(notebook, path)
+
+
+def _without_cache_paths(output):
+    """An output with every mention of fairnb's cache folder (a path of this machine) written ``$FAIRNB_CACHE``."""
+    root = json.dumps(str(cache_dir()))[1:-1]
+    return nbformat.from_dict(json.loads(json.dumps(output).replace(root, "$FAIRNB_CACHE")))
 
 
 def _without_progress(output):
@@ -203,6 +220,7 @@ class Page:
     title: str
     source: Path
     needs: tuple[str, ...] = ()
+    key: str = ""  # the chapter's package (fairnb/<key>); "" for the quickstart
 
 
 def available_pages(notebooks_dir: str | Path | None = None) -> dict[int, Page]:
@@ -213,7 +231,8 @@ def available_pages(notebooks_dir: str | Path | None = None) -> dict[int, Page]:
     number, title, name = GETTING_STARTED
     pages = {number: Page(number, title, folder / name)} if (folder / name).exists() else {}
     for chapter in fairnb.chapters():
-        pages[chapter.number] = Page(chapter.number, chapter.title, folder / chapter.notebook, tuple(chapter.needs))
+        pages[chapter.number] = Page(chapter.number, chapter.title, folder / chapter.notebook, tuple(chapter.needs),
+                                      chapter.key)
     return pages
 
 
@@ -248,7 +267,7 @@ def parse_models(spec: Any) -> list[str]:
     if not isinstance(spec, (str, list, tuple)):
         raise ValueError(f"Models must be a comma-separated text or a list of names, not {spec!r}.")
     items = spec.split(",") if isinstance(spec, str) else [spec_text(m) for m in spec]  # mappings: served models
-    models = list(dict.fromkeys(m.strip() for m in items if m.strip()))
+    models = list(dict.fromkeys(check_model_name(m.strip()) for m in items if m.strip()))
     if not models:
         raise ValueError("No models given: name at least one, e.g. 'default,gemma-3-270m'.")
     return models
@@ -291,6 +310,7 @@ class Pair:
     source: Path
     output: Path
     needs: tuple[str, ...] = ()
+    key: str = ""
 
     @property
     def chapter(self) -> str:
@@ -312,35 +332,73 @@ def plan_pairs(models: Sequence[str], chapters: Sequence[int], pages: dict[int, 
     """Every (model x chapter) pair, its output at ``<out>/<model-slug>/<notebook name>.ipynb``."""
     out = Path(out).resolve()
     return [Pair(model_argument(m), pages[c].source, out / model_slug(model_argument(m)) / pages[c].source.name,
-                 pages[c].needs) for m in models for c in chapters]
+                 pages[c].needs, pages[c].key) for m in models for c in chapters]
+
+
+def file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+def code_fingerprint(key: str = "", root: str | Path | None = None) -> dict[str, str]:
+    """``fairnb/<path>`` -> a hash of it, for every file that can change a chapter's numbers.
+
+    That is the chapter's package ``fairnb/<key>`` (its source and data files) and the shared
+    code of :data:`SHARED_CODE`; ``root`` is the ``fairnb`` folder (default: this one).
+    """
+    root = Path(root or PACKAGE_ROOT)
+    entries = [root / name for name in SHARED_CODE] + ([root / key] if key else [])
+    files = [p for entry in entries for p in ([entry] if entry.is_file() else sorted(entry.rglob("*")))
+             if p.is_file() and "__pycache__" not in p.parts]
+    return {f"fairnb/{p.relative_to(root).as_posix()}": file_digest(p) for p in files}
 
 
 def run_record(pair: Pair, parameters: dict) -> dict:
-    """What a finished page was computed from: parameters, notebook, model fingerprint, fairnb version."""
-    return {"parameters": json.loads(json.dumps({**parameters, "model": pair.model}, default=str)),
-            "notebook": file_sha256(pair.source)[:16], "model": model_fingerprint(pair.model),
-            "fairnb": fairnb.__version__}
+    """What a finished page was computed from: every parameter (the notebook's defaults with the given ones on top),
+    notebook, model, fairnb's code (and, for people, its version)."""
+    values = {**parameter_defaults(pair.source), **parameters, "model": pair.model}
+    return {"parameters": json.loads(json.dumps(values, default=str)),
+            "notebook": file_digest(pair.source), "model": model_fingerprint(pair.model),
+            "code": code_fingerprint(pair.key), "fairnb": fairnb.__version__}
+
+
+def read_record(output: Path) -> dict | None:
+    """The run record beside an executed page; None when it is missing, unreadable or of the wrong shape."""
+    try:
+        stored = json.loads(record_path(output).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(stored, dict) or not isinstance(stored.get("parameters"), dict):
+        return None
+    return stored
+
+
+def changed_names(before: Any, now: dict) -> list[str]:
+    """The keys whose values differ between a stored mapping (maybe of the wrong shape) and ``now``."""
+    before = before if isinstance(before, dict) else {}
+    return sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
 
 
 def rerun_reason(pair: Pair, record: dict) -> str | None:
     """Why a finished pair must rerun ("" when it is up to date; None when it never ran)."""
     if not pair.output.exists():
         return None if not failed_path(pair.output).exists() else "rerun: the last run failed"
-    stored_path = record_path(pair.output)
-    try:
-        stored = json.loads(stored_path.read_text())
-    except (OSError, ValueError):
-        return "rerun: no run record beside the page"
-    before, now = stored.get("parameters", {}), record["parameters"]
-    changed = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
+    stored = read_record(pair.output)
+    if stored is None:
+        return "rerun: no readable run record beside the page"
+    before, now = stored["parameters"].get("preset"), record["parameters"].get("preset")
+    if before != now:
+        return f"rerun: preset changed ({before} -> {now})"
+    changed = changed_names(stored["parameters"], record["parameters"])
     if changed:
         return f"rerun: parameters changed ({', '.join(changed)})"
     if stored.get("notebook") != record["notebook"]:
         return "rerun: the notebook changed"
     if stored.get("model") != record["model"]:
         return "rerun: the model's files changed"
-    if stored.get("fairnb") != record["fairnb"]:
-        return f"rerun: fairnb changed ({stored.get('fairnb')} -> {record['fairnb']})"
+    code = changed_names(stored.get("code"), record["code"])
+    if code:
+        more = f" and {len(code) - 3} more files" if len(code) > 3 else ""
+        return f"rerun: {', '.join(code[:3])}{more} changed"
     return ""
 
 
@@ -401,6 +459,10 @@ def run_pairs(pairs: Sequence[Pair], parameters: dict | None = None, *, cwd: str
     if "model" in parameters:
         raise ValueError("Choose models with --models (or 'models:' in the config), not as a parameter.")
     shares = parameters_per_notebook(parameters, dict.fromkeys(pair.source for pair in pairs))
+    check_timeout(timeout)
+    registered = {chapter.key: chapter for chapter in fairnb.chapters()}
+    for pair in {pair.source: pair for pair in pairs if pair.key in registered}.values():
+        check_chapter_parameters(registered[pair.key], pair.source, shares[pair.source])
     from fairnb.models.loading import check_model  # transformers: imported only when pairs run
     for model in dict.fromkeys(pair.model for pair in pairs):
         check_model(model)  # a bad model is one sentence here, not a failure in every chapter's kernel

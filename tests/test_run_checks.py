@@ -1,0 +1,90 @@
+"""`fairnb run` / `fairnb book` input checks that need the real chapter registry: one sentence and exit
+status 2 before any kernel starts; where result files go (flag > $FAIRNB_RESULTS > <out>/results)."""
+from __future__ import annotations
+
+import io
+import json
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import fairnb
+from fairnb import cli
+from fairnb.report import book, runner
+from fairnb.results import write_results
+
+
+def cli_main(*args) -> tuple[int, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = cli.main(list(args))
+    return code, err.getvalue()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--param", "preset=fast"], "Chapter 3 (ucerf) has no preset 'fast': use one of 'quick', 'paper'."),
+    (["--param", "seeds=[]"], "Chapter 3 (ucerf): seeds must not be empty (the quick preset has [0, 1])."),
+    (["--param", "seeds=3"], "Chapter 3 (ucerf): seeds must be a list like the quick preset's [0, 1], not 3."),
+    (["--out", "{file}"], "--out {file} is a file: name a folder (it is created when missing)."),
+])
+def test_settings_a_chapter_cannot_run_are_one_sentence_before_any_kernel(tiny_gpt2_path, tmp_path, args, message):
+    file = tmp_path / "a-file"
+    file.write_text("not a folder")
+    out = tmp_path / "runs"
+    args = [a.format(file=file) for a in args]
+    code, error = cli_main("run", "--models", str(tiny_gpt2_path), "--chapters", "3", "--out", str(out), *args)
+    assert code == 2 and error == f"fairnb: error: {message.format(file=file)}\n"
+    assert not out.exists()
+
+
+def test_book_refuses_a_results_file_for_a_folder(tmp_path):
+    file = tmp_path / "results"
+    file.write_text("x")
+    code, error = cli_main("book", "--runs", str(tmp_path / "runs"), "--results", str(file), "--no-build")
+    assert code == 2 and error == f"fairnb: error: --results {file} is a file: name a folder (it is created when missing).\n"
+
+
+def test_results_go_to_the_flag_else_fairnb_results_else_out(tmp_path, monkeypatch):
+    def results(*flags) -> Path:
+        return cli.run_settings(cli.build_parser().parse_args(["run", "--out", str(tmp_path / "runs"), *flags]))["results"]
+
+    monkeypatch.setenv("FAIRNB_RESULTS", str(tmp_path / "env"))
+    assert results("--results", str(tmp_path / "flag")) == tmp_path / "flag"
+    assert results() == tmp_path / "env"
+    monkeypatch.delenv("FAIRNB_RESULTS")
+    assert results() == tmp_path / "runs" / "results"
+
+
+def test_a_preset_switch_is_the_rerun_reason(tmp_path):
+    pages = runner.available_pages()
+    pair = runner.plan_pairs(["default"], [3], pages, tmp_path)[0]
+    pair.output.parent.mkdir(parents=True)
+    pair.output.write_text("{}")
+    quick = runner.run_record(pair, {})
+    runner.record_path(pair.output).write_text(json.dumps(quick))
+    assert quick["parameters"]["preset"] == "quick"  # the notebook's default counts, given or not
+    assert runner.rerun_reason(pair, runner.run_record(pair, {"preset": "quick"})) == ""
+    assert runner.rerun_reason(pair, runner.run_record(pair, {"preset": "paper"})) == "rerun: preset changed (quick -> paper)"
+
+
+def test_book_with_a_truncated_results_file_and_a_failing_comparison_page(tmp_path, monkeypatch, capsys):
+    runs, results = tmp_path / "runs", tmp_path / "runs" / "results"
+    rows = pd.DataFrame({"item": "all", "metric": ["R"], "value": [0.1], "level": "headline"})
+    damaged = write_results(rows, "default", fairnb.chapter("bvf"), results)
+    damaged.write_bytes(damaged.read_bytes()[:50])
+    (runs / "comparison.ipynb").write_text("{}")  # the page of an earlier build
+
+    def failing(*args, **kwargs):
+        raise RuntimeError("the kernel died")
+
+    monkeypatch.setattr(book, "execute_comparison", failing)
+    assert book.build_book(runs, book_root=tmp_path, results=results, build=False) == 1
+    error = capsys.readouterr().err.splitlines()
+    assert error == [f"fairnb book: The results file {damaged} cannot be read (ArrowInvalid); rerun its chapter with "
+                     "--force, or delete it.",
+                     "fairnb book: the comparison page failed (RuntimeError: the kernel died); the book is built "
+                     f"without it (the failed page: {runs / 'comparison.failed.ipynb'})."]
+    assert not (runs / "comparison.ipynb").exists()  # never an old page beside the failed one
+    assert "comparison" not in (tmp_path / "_build" / "_toc.generated.yml").read_text()
