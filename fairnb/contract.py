@@ -88,6 +88,8 @@ class Headline:
 class Chapter:
     """A chapter's contract: number, key (results file and package name), title, notebook, headlines.
 
+    ``occupation_score`` names the metric of its per-occupation group rows (the gender topic's,
+    where the chapter has topics), which the comparison page matches across chapters.
     ``needs`` names what the chapter asks of a model (``scores``: token probabilities,
     ``generate``: text, ``embeddings``: input embeddings); the runner skips a model that
     cannot give them, with the reason.
@@ -108,6 +110,7 @@ class Chapter:
     presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     paper_settings: Mapping[str, PaperSetting] = field(default_factory=dict)
     citation: Citation | None = None
+    occupation_score: str = ""
     # Optional: raises ValueError (one sentence) for run settings that the presets' kinds cannot
     # catch; the runner calls it with ``settings(preset, parameters)`` before any kernel starts.
     validate: Callable[[Mapping[str, Any]], None] | None = None

@@ -30,8 +30,9 @@ HEADLINE_COLUMNS = ["number", "chapter", "metric", "label", "direction", "preset
 DEFAULT_PRESET = "quick"  # the preset of rows written before results carried one
 MIN_MODELS_FOR_RANKS = 3
 MIN_OCCUPATIONS = 3
-# The per-occupation score of each chapter that scores occupations: chapter key -> group-level metric.
-OCCUPATION_SCORES = {"bvf": "r", "probing": "jsd", "ucerf": "ucerf"}
+# The per-occupation score of each chapter that scores occupations (its contract's occupation_score):
+# chapter key -> group-level metric.
+OCCUPATION_SCORES = {ch.key: ch.occupation_score for ch in fairnb.chapters() if ch.occupation_score}
 # Chapter 1 scores occupations on every topic (gender, race, ...); chapters 2 and 3 on gender only.
 OCCUPATION_TOPIC = "gender"
 

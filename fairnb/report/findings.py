@@ -85,6 +85,10 @@ def paired_differences(results: pd.DataFrame, chapters: list[Chapter], n_resampl
         for headline in (h for h in chapter.headlines if h.items):
             mine = results[(results["chapter"] == chapter.key) & (results["metric"] == headline.items)
                            & (results["level"] != "headline")]
+            if "topic" in results.columns:  # a chapter with topics (BVF) pairs the headline topic's items only
+                topics = set(results.loc[(results["chapter"] == chapter.key) & (results["metric"] == headline.name)
+                                         & (results["level"] == "headline"), "topic"].dropna())
+                mine = mine[mine["topic"].isna() | mine["topic"].isin(topics)] if topics else mine
             for preset, part in mine.groupby("preset", sort=False):
                 if part.duplicated(["model", "item"]).any():
                     raise ValueError(f"Chapter {chapter.key!r} wrote two {headline.items!r} rows for one item and model "
