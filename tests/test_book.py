@@ -30,6 +30,9 @@ from fairnb.report.comparison import OCCUPATION_SCORES
 CHROMIUM = Path("/usr/bin/chromium")
 MODELS = ["default", "gemma-3-270m"]
 SETUP_MARKER = "SETUP_CODE_THE_READER_MUST_NOT_SEE"
+EXERCISE_MARKER = "Compute the risk of the nurse by hand."
+SOLUTION_MARKER = "The nurse's risk is a mean over contexts."
+CITED = "liu2024bvf"
 OFFLINE = "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="no Chromium at /usr/bin/chromium")
@@ -55,9 +58,15 @@ def tiny_chapter(chapter) -> nbformat.NotebookNode:
         new_code_cell(f"{SETUP_MARKER} = 1\nimport pandas as pd\nfrom fairnb.contract import Chapter, Headline\n"
                       "from fairnb.results import write_results\nbase = 0.1 if model == 'default' else 0.3\n"
                       f"CHAPTER = {contract_source(chapter)}", metadata={"tags": ["remove-input"]}),
-        new_markdown_cell("## Results\n\nThe headline numbers, written for the comparison page."),
+        new_markdown_cell("## Results\n\nThe headline numbers, written for the comparison page, as in "
+                          f"{{cite:t}}`{CITED}`."),
         new_code_cell(f"table = pd.DataFrame([{', '.join(rows)}])\n"
                       "write_results(table, model, CHAPTER)\ntable.round(3)"),
+        new_code_cell(f"from myst_nb import glue\nglue('glued_total', round(1000 + base * 1000), display=False)",
+                      metadata={"tags": ["remove-input"]}),
+        new_markdown_cell(f"This run scored {{glue:}}`glued_total` prompts.\n\n"
+                          f"```{{exercise}} By hand\n:label: ex-{chapter.key}\n\n{EXERCISE_MARKER}\n```\n\n"
+                          f"```{{solution}} ex-{chapter.key}\n:class: dropdown\n\n{SOLUTION_MARKER}\n```"),
     ], metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
 
 
@@ -105,8 +114,10 @@ def built_book(tmp_path_factory):
     assert summary["status"].eq("done").all(), summary.to_string()
     shutil.copy(runner.REPO_ROOT / "_config.yml", root / "_config.yml")
     shutil.copytree(runner.REPO_ROOT / "_static", root / "_static")
+    (root / "book").mkdir()
+    shutil.copy(runner.REPO_ROOT / "book" / "references.bib", root / "book" / "references.bib")
     assert book.build_book(runs, root) == 0
-    return {"html": root / "_build" / "html", "chapters": chapters}
+    return {"html": root / "_build" / "html", "chapters": chapters, "root": root}
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +125,7 @@ def rendered(built_book, tmp_path_factory):
     """The DOM of the intro, a chapter and the comparison page after MathJax ran, and their screenshots."""
     html = built_book["html"]
     pages = {"intro": "runs/intro.html", "chapter": "runs/default/01_bias_volatility.html",
-             "comparison": "runs/comparison.html"}
+             "comparison": "runs/comparison.html", "references": "runs/references.html"}
     shots = runner.REPO_ROOT / "_build" / "screenshots"
     shots.mkdir(parents=True, exist_ok=True)
     profile = tmp_path_factory.mktemp("chromium")
@@ -163,3 +174,36 @@ def test_comparison_shows_each_declared_headline_once_per_model(built_book, rend
             assert cells[:2] == [headline.direction, "quick"] and len(cells) == 2 + len(MODELS)
             assert all(re.fullmatch(r"[\d.]+ \[[\d.]+, [\d.]+\]", c) for c in cells[2:]), cells
     assert "bvf vs ucerf" in page and "-1" in page  # the within-model agreement table
+
+
+def test_exercises_citations_and_glued_numbers_render(rendered):
+    chapter = rendered["chapter"]
+    assert EXERCISE_MARKER in chapter and 'class="exercise' in chapter
+    solution = chapter.split(SOLUTION_MARKER, 1)[0].rsplit("<div", 3)
+    assert "dropdown" in "".join(solution[-3:]) or "toggle" in "".join(solution[-3:])  # collapsed by default
+    assert "This run scored 1100 prompts." in re.sub(r"<[^>]+>", "", chapter)  # the glued number of model default
+    assert "references.html#id" in chapter or f"references.html#{CITED}" in chapter.lower()  # {cite} links the bibliography
+    references = visible_text(rendered["references"])
+    for title in ("Bias and Volatility", "Certifying Counterfactual Bias", "Gender Bias in Coreference Resolution"):
+        assert title in references
+
+
+def test_intro_opens_with_what_the_report_found_and_comparison_pairs_the_models(rendered):
+    intro = re.sub(r"<[^>]+>", "", rendered["intro"])
+    assert "What this report found" in intro and "default is fairest" in intro
+    comparison = rendered["comparison"]
+    assert "What each headline measures" in comparison or "what-each-headline-measures" in comparison
+    paired = comparison.split('id="is-one-model-really-fairer-than-another-paired-differences"', 1)[1]
+    assert "default fairer" in paired.split("</table>", 1)[0]  # 4 shared occupations, gemma 0.2 above on each
+
+
+def test_the_whole_book_prints_to_one_pdf_with_every_chapter(built_book):
+    from pypdf import PdfReader
+
+    from fairnb.report.pdf import build_pdf
+
+    pdf = build_pdf(built_book["root"])
+    text = " ".join(page.extract_text() for page in PdfReader(pdf).pages)
+    for chapter in built_book["chapters"]:
+        assert f"{chapter.number}. {chapter.title}" in text, chapter.title
+    assert "References" in text
