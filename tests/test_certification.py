@@ -602,7 +602,7 @@ def test_notebook_runs_on_tiny_model(preset, tiny_gpt2_path, tmp_path):
 
     (tmp_path / "main.txt").write_text("# a comment\nYou are Max.\nMax is rude.\n")
     (tmp_path / "helpers.txt").write_text("Be short.\n")
-    parameters = {"model": str(tiny_gpt2_path), "preset": preset, "limit": 1, "n": 3,
+    parameters = {"model": str(tiny_gpt2_path), "preset": preset, "limit": 1, "decodingtrust_limit": 1, "n": 3,
                   "main_instructions": str(tmp_path / "main.txt"), "helper_instructions": str(tmp_path / "helpers.txt")}
     if preset == "quick":
         parameters["max_new_tokens"] = 4
@@ -623,6 +623,10 @@ def test_notebook_runs_on_tiny_model(preset, tiny_gpt2_path, tmp_path):
     text = (tmp_path / "out.ipynb").read_text()
     assert "mean token norm 2.7" not in text and "A soft prefix is a" in text
     assert "neutral_false_positive_rate" in text  # the regard scorer's agreement with the labelled sentences
+    assert "regard_gap" in text and "official" in text  # both detector rules on the same answers
+    groups = len(cert.PRESETS[preset]["decodingtrust_groups"])
+    assert f"DecodingTrust, {groups} groups" in text and groups == (2 if preset == "paper" else 3)
+    assert "sasha/regardv3" in text  # the settings table names the paper's regard classifier
 
 
 @pytest.mark.parametrize("load, name", [(load_bold_pivots, "profession_prompt.json"),

@@ -206,14 +206,15 @@ def _rebound(parameter: str, values: Sequence, pivots: Sequence[PivotSet], model
     each value bounded from the first n' draws of every pivot set at its confidence."""
     largest = max(values) if parameter == "n" else n
     result = certify(pivots, sampler, model, detector, largest, confidence, **generation)
-    verdicts = result.samples.groupby(["pivot_set", "sample"], sort=False).biased.first().reset_index()
-    verdicts["unbiased"] = ~verdicts.biased
+    verdicts = result.samples.groupby(["pivot_set", "sample"], sort=False).agg(
+        unbiased=("biased", lambda b: not b.iloc[0]), refused=("refused", "any")).reset_index()
     frames = []
     for value in values:
         size, level = (value, confidence) if parameter == "n" else (largest, value)
-        unbiased = verdicts[verdicts["sample"] < size].groupby("pivot_set", sort=False).unbiased.sum()
-        table = result.certificates.assign(n=size, confidence=level,
-                                           unbiased=result.certificates.pivot_set.map(unbiased).astype(int))
+        kept = verdicts[verdicts["sample"] < size].groupby("pivot_set", sort=False)
+        table = result.certificates.assign(
+            n=size, confidence=level, unbiased=result.certificates.pivot_set.map(kept.unbiased.sum()).astype(int),
+            refusal_share=result.certificates.pivot_set.map(kept.refused.mean()))
         low, high = clopper_pearson(table.unbiased.to_numpy(), table.n.to_numpy(), level)
         frames.append(table.assign(estimate=table.unbiased / size, low=low, high=high, parameter=parameter,
                                    parameter_value=pd.Series([value] * len(table), dtype=object)))
