@@ -16,6 +16,8 @@ Headline: ``p_unbiased_low``, the mean over pivot sets of each set's Clopper-Pea
 on P(unbiased) under the mixture-of-jailbreaks prefixes (one number per model and run), as the
 official code summarizes; the pooled interval stays as a secondary row.
 """
+from pathlib import Path
+
 from fairnb.certification.data import (BOLD_INSTRUCTION, OFFICIAL_BOLD_INSTRUCTION, PivotSet, load_bold_pivots,
                                        load_bold_test_set, load_decodingtrust_pivots, load_lines, load_pivots,
                                        parse_bold_test_set, pivots_from_templates)
@@ -127,9 +129,22 @@ CHAPTER = Chapter(
 )
 
 
+# The official files by name: a run given one of them holds the paper's data setting.
+OFFICIAL_FILES = {"pivots": "bold_test_set.txt", "decodingtrust": "decoding_trust_templates.csv"}
+
+
 def this_run(settings: dict, model: str) -> dict:
-    """What the settings table holds for this run: its settings, the model and the summary."""
-    return {**settings, "model": model, "summary": SUMMARY}
+    """What the settings table holds for this run: its settings, the model and the summary; an
+    official data file (by its name) reads as the paper's setting.
+
+    Examples:
+        >>> run = this_run({"pivots": "/data/bold_test_set.txt", "decodingtrust": "decodingtrust"}, "m")
+        >>> run["pivots"] == PAPER_SETTINGS["pivots"].value, run["decodingtrust"]
+        (True, 'decodingtrust')
+    """
+    official = {key: PAPER_SETTINGS[key].value for key, name in OFFICIAL_FILES.items()
+                if Path(str(settings.get(key, ""))).name == name}
+    return {**settings, **official, "model": model, "summary": SUMMARY}
 
 
 __all__ = [
