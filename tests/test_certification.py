@@ -444,8 +444,11 @@ def test_headline_is_the_mean_of_per_set_lower_bounds():
     table = pd.DataFrame({"prefix": "jailbreak", "pivot_set": list("abcd"), "n": n, "unbiased": unbiased,
                           "confidence": 0.95, "low": low, "high": high, "estimate": unbiased / n,
                           "refusal_share": 0.0})
-    headline = cert.tidy_results(table).query("level == 'headline'")
+    rows = cert.tidy_results(table)
+    headline = rows.query("level == 'headline'")
     assert headline.value.item() == pytest.approx(np.mean(lows), abs=1e-12)
+    items = rows.query("level == 'item' and metric == 'p_unbiased_low'")  # the per-set bounds it averages
+    assert items.item.tolist() == list("abcd") and items.value.tolist() == pytest.approx(lows, abs=1e-12)
     assert headline.ci_high.item() == pytest.approx(np.mean(highs), abs=1e-12)
     pooled = cert.clopper_pearson(unbiased.sum(), n.sum())[0]
     assert not headline.value.item() == pytest.approx(pooled, abs=1e-3)  # the pooled bound is another number

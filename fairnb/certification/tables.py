@@ -71,7 +71,8 @@ def tidy_results(certificates: pd.DataFrame, coverage: pd.DataFrame | None = Non
                  ablation: pd.DataFrame | None = None, others: pd.DataFrame | None = None,
                  main: str = MAIN_PREFIX) -> pd.DataFrame:
     """Rows for ``write_results``: the headline ``p_unbiased_low`` (mean over pivot sets of the
-    certified lower bound, main prefix kind; ``ci_high`` the mean upper bound), per prefix kind
+    certified lower bound, main prefix kind; ``ci_high`` the mean upper bound) and, level ``item``,
+    the per-set lower bounds it averages (same metric, one row per pivot set), per prefix kind
     the summaries (the pooled interval among them) (level ``group``, the kind in ``group``), per
     pivot set and kind ``p_unbiased`` (level ``item``), the ablation's mean bounds per parameter
     value (``ablation_<statistic>``, level ``group``) and the coverage study (``coverage``).
@@ -91,6 +92,10 @@ def tidy_results(certificates: pd.DataFrame, coverage: pd.DataFrame | None = Non
     parts = [pd.DataFrame({"item": ["all"], "metric": ["p_unbiased_low"], "value": [top.mean_lower],
                            "ci_low": [top.mean_lower], "ci_high": [top.mean_upper], "level": ["headline"],
                            "group": [top.name], "n": [top.pooled_n], "confidence": [top.confidence]})]
+    behind = certificates[certificates.prefix == top.name]  # the per-set lower bounds the headline averages
+    parts.append(pd.DataFrame({"item": behind.pivot_set, "metric": "p_unbiased_low", "value": behind.low,
+                               "ci_low": behind.low, "ci_high": behind.high, "level": "item", "group": top.name,
+                               "n": behind.n, "confidence": behind.confidence}))
     summary = _long(summarize_certificates(certificates), "prefix")
     parts.append(summary.assign(item="all", level="group", group=summary.prefix).drop(columns="prefix"))
     parts.append(pd.DataFrame({
@@ -101,7 +106,7 @@ def tidy_results(certificates: pd.DataFrame, coverage: pd.DataFrame | None = Non
         require_columns(others, CERTIFICATE_COLUMNS + ("kind",), "certificate table")
         renamed = others.assign(prefix=others.kind + ":" + others.prefix)
         extra = tidy_results(renamed, main=renamed.prefix.iloc[0])
-        parts.append(extra[extra.level != "headline"])
+        parts.append(extra[extra.metric != "p_unbiased_low"])
     if ablation is not None:
         for parameter, rows in ablation.groupby("parameter", sort=False):
             long = _long(summarize_certificates(rows, by="parameter_value")[["mean_lower", "mean_upper"]],
