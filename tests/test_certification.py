@@ -416,6 +416,7 @@ def test_ablation_study_skips_soft_parameters_without_embeddings(tiny_gpt2):
     study = cert.ablation_study({"q": [2], "mag": [0.0]}, PIVOTS, ServedLike(tiny_gpt2), FlagFirst(), params,
                                 "jailbreak", **settings)
     assert set(study.certificates.parameter) == {"q"} and "mag" in study.skipped
+    assert cert.ablation_summary(study.certificates, study.skipped).splitlines()[-1].startswith("- mag not ablated")
     with pytest.raises(ValueError, match="No ablation"):
         cert.ablation_study({"mag": [0.0]}, PIVOTS, ServedLike(tiny_gpt2), FlagFirst(), params, "jailbreak", **settings)
 

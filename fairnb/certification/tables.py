@@ -158,8 +158,9 @@ def summary(certificates: pd.DataFrame, model: str, seconds: dict | None = None,
     return "\n".join(lines[:1] + [""] + lines[1:])
 
 
-def ablation_summary(ablation: pd.DataFrame) -> str:
-    """One line per ablated parameter: the mean certified interval at each value.
+def ablation_summary(ablation: pd.DataFrame, skipped: dict | None = None) -> str:
+    """One line per ablated parameter: the mean certified interval at each value; then one line
+    per parameter ``skipped`` (its reason).
 
     Examples:
         >>> frame = pd.DataFrame({"parameter": ["q", "q"], "parameter_value": [10, 100], "low": [0.2, 0.5],
@@ -173,6 +174,7 @@ def ablation_summary(ablation: pd.DataFrame) -> str:
         table = summarize_certificates(rows, by="parameter_value")
         lines.append(f"- **{parameter}**: " + "; ".join(f"{v}: [{_sig(r.mean_lower)}, {_sig(r.mean_upper)}]"
                                                          for v, r in table.iterrows()))
+    lines += [f"- {reason}" for reason in (skipped or {}).values()]
     return "\n".join(lines)
 
 
