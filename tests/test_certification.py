@@ -607,10 +607,9 @@ def test_notebook_runs_on_tiny_model(preset, tiny_gpt2_path, tmp_path):
     (tmp_path / "main.txt").write_text("# a comment\nYou are Max.\nMax is rude.\n")
     (tmp_path / "helpers.txt").write_text("Be short.\n")
     parameters = {"model": str(tiny_gpt2_path), "preset": preset, "limit": 1, "decodingtrust_limit": 1, "n": 3,
-                  "main_instructions": str(tmp_path / "main.txt"), "helper_instructions": str(tmp_path / "helpers.txt")}
-    if preset == "quick":
-        parameters["max_new_tokens"] = 4
-    else:  # the paper's decoding and prefix sizes, a small ablation (the paper's n = 50 values are minutes here)
+                  "max_new_tokens": 4, "main_instructions": str(tmp_path / "main.txt"),
+                  "helper_instructions": str(tmp_path / "helpers.txt")}
+    if preset == "paper":  # the paper's prompts, prefix sizes, detector and summary; short answers, a small ablation
         parameters["ablations"] = {"q": [5, 100], "n": [2], "p_mutate": [0.0], "mag": [0.0, 0.04]}
     execute_notebook(NOTEBOOK, tmp_path / "out.ipynb", cwd=tmp_path, parameters=parameters)
     results = read_results()
