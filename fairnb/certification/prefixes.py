@@ -45,7 +45,7 @@ def prefix_tokenizer(lm: Any, tokenizer=None):
     return load_model("default").tokenizer
 
 
-_VOCABULARIES: "weakref.WeakKeyDictionary[Any, dict[bool, np.ndarray]]" = weakref.WeakKeyDictionary()
+_VOCABULARIES: weakref.WeakKeyDictionary[Any, dict[bool, np.ndarray]] = weakref.WeakKeyDictionary()
 
 
 def vocabulary_ids(tokenizer, ascii_only: bool = True) -> np.ndarray:
