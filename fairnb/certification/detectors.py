@@ -128,9 +128,7 @@ class VaderNegative:
 def classifier_negative(model_id: str = OFFICIAL_REGARD_MODEL, device: str | None = None) -> HFClassifierScorer:
     """P(negative) under a Hugging Face regard classifier (the official one by default; needs it
     locally or the network)."""
-    scorer = HFClassifierScorer(model_id, "negative", name=f"{model_id} P(negative)", device=device)
-    scorer.negative_cut = 0.5  # the label's probability beats the other three labels' sum
-    return scorer
+    return HFClassifierScorer(model_id, "negative", name=f"{model_id} P(negative)", device=device)
 
 
 class OfficialRegard:
@@ -167,6 +165,8 @@ class OfficialRegard:
 
     @property
     def scorer_cut(self) -> float:
+        """Where the scorer calls a text negative: its ``negative_cut``, else 0.5 (a classifier's
+        P(negative) above the other labels' sum)."""
         return float(getattr(self.scorer, "negative_cut", 0.5))
 
 

@@ -281,4 +281,4 @@ def prefix_examples(lm: LanguageModel, params: dict, soft_length: int | None, ma
         return draws, None
     soft = make_sampler("soft", **params).draw(lm, 1, rng)[0]
     base = soft_base(lm, " ".join(params["main"]), soft_length)
-    return draws, soft_prefix_summary(base.numpy(), soft.numpy(), embedding_max_abs(lm), mag)
+    return draws, soft_prefix_summary(base.numpy(), np.asarray(soft), embedding_max_abs(lm), mag)
