@@ -11,6 +11,7 @@ model's tokenizer (:func:`prefix_tokenizer`).
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -44,9 +45,21 @@ def prefix_tokenizer(lm: Any, tokenizer=None):
     return load_model("default").tokenizer
 
 
+_VOCABULARIES: weakref.WeakKeyDictionary[Any, dict[bool, np.ndarray]] = weakref.WeakKeyDictionary()
+
+
 def vocabulary_ids(tokenizer, ascii_only: bool = True) -> np.ndarray:
     """Ids of the ordinary tokens of ``tokenizer`` (special tokens left out) that decode, alone,
-    to printable ASCII (``ascii_only``, as the official code draws random prefixes)."""
+    to printable ASCII (``ascii_only``, as the official code draws random prefixes).
+
+    Computed once per tokenizer (decoding a 262k-token vocabulary takes seconds) and reused."""
+    known = _VOCABULARIES.setdefault(tokenizer, {})
+    if ascii_only not in known:
+        known[ascii_only] = _vocabulary_ids(tokenizer, ascii_only)
+    return known[ascii_only]
+
+
+def _vocabulary_ids(tokenizer, ascii_only: bool) -> np.ndarray:
     special = set(tokenizer.all_special_ids)
     special |= {i for i, t in getattr(tokenizer, "added_tokens_decoder", {}).items() if t.special}
     ids = np.array([i for i in range(len(tokenizer)) if i not in special])
@@ -125,24 +138,24 @@ def embedding_max_abs(lm: LanguageModel) -> float:
     return float(lm.model.get_input_embeddings().weight.detach().abs().max())
 
 
-def soft_base(lm: LanguageModel, text: str, length: int) -> torch.Tensor:
-    """Input embeddings ``[<= length, d]`` of the first ``length`` tokens of ``text``."""
+def soft_base(lm: LanguageModel, text: str, length: int | None) -> torch.Tensor:
+    """Input embeddings ``[<= length, d]`` of the first ``length`` tokens of ``text`` (all when None)."""
     return lm.embed(text)[:length].detach().float().cpu()
 
 
-def soft_prefix(text: str | None = None, mag: float = 0.04, length: int = 100) -> PrefixSampler:
+def soft_prefix(text: str | None = None, mag: float = 0.04, length: int | None = 100) -> PrefixSampler:
     """Input embeddings of a jailbreak plus noise ``mag * max|E| * (U - 0.5)`` (Algorithm 4).
 
     ``text`` (default: the shipped main role-play set) is embedded with the model at draw
-    time and cut to its first ``length`` token positions (the official code uses 100; a
-    shorter text keeps all of its positions).
+    time and cut to its first ``length`` token positions (None: all of them, as the official
+    code embeds the whole main jailbreak; a shorter text keeps all of its positions).
 
     Examples:
         >>> soft_prefix(mag=0.1).setting
         'mag=0.1, length=100'
     """
-    if length < 1:
-        raise ValueError(f"The soft prefix length must be at least 1, got {length}.")
+    if length is not None and length < 1:
+        raise ValueError(f"The soft prefix length must be None (all) or at least 1, got {length}.")
     if mag < 0:
         raise ValueError(f"The noise magnitude mag must be >= 0, got {mag}.")
     source = " ".join(load_lines("roleplay_main.txt")) if text is None else text
@@ -158,7 +171,7 @@ def soft_prefix(text: str | None = None, mag: float = 0.04, length: int = 100) -
 
 
 def make_sampler(kind: str, q: int = 100, main: Sequence[str] | None = None, helpers: Sequence[str] | None = None,
-                 p_interleave: float = 0.2, p_mutate: float = 0.01, mag: float = 0.04, soft_length: int = 100,
+                 p_interleave: float = 0.2, p_mutate: float = 0.01, mag: float = 0.04, soft_length: int | None = 100,
                  tokenizer=None) -> PrefixSampler:
     """The sampler of ``kind`` (``random``, ``jailbreak`` or ``soft``) from one set of parameters.
 

@@ -4,7 +4,10 @@
 (``model.generate`` only, so text prefixes also run on a served model), applies the
 detector and bounds P[unbiased] with Clopper-Pearson (Section 3.2). :func:`certify_kinds`
 runs several prefix kinds and skips soft prefixes, with one sentence, for a model that
-cannot give input embeddings. :func:`ablate` varies one parameter (Appendix E).
+cannot give input embeddings. :func:`ablate` varies one parameter (Appendix E),
+:func:`ablation_study` every parameter of a preset; :func:`redetect` judges the same answers
+with another detector. :func:`sampler_params` and :func:`generation_params` turn a run's
+settings into the arguments of these calls.
 """
 from __future__ import annotations
 
@@ -16,10 +19,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from fairnb.certification.data import PivotSet
-from fairnb.certification.detectors import Detection
+from fairnb.certification.data import PivotSet, load_lines
+from fairnb.certification.detectors import RULES, Detection, default_detector
 from fairnb.certification.metrics import clopper_pearson
-from fairnb.certification.prefixes import PrefixSampler, can_embed, make_sampler
+from fairnb.certification.prefixes import PrefixSampler, can_embed, embedding_max_abs, make_sampler, soft_base
+from fairnb.certification.tables import soft_prefix_summary, summarize_certificates
 
 if TYPE_CHECKING:
     from fairnb.models.language_model import LanguageModel
@@ -28,6 +32,9 @@ SEPARATOR = "\n"
 ROWS_PER_CALL = 1024
 SAMPLER_PARAMETERS = {"q": "random", "p_interleave": "jailbreak", "p_mutate": "jailbreak", "mag": "soft",
                       "soft_length": "soft"}
+# Parameters whose ablation reuses one set of answers: confidence only moves the bounds, and a
+# smaller n is the first n draws of the largest.
+REBOUND_PARAMETERS = ("confidence", "n")
 RUN_PARAMETERS = ("n", "confidence", "temperature", "top_k", "max_new_tokens")
 Detector = Callable[[np.ndarray, str], Detection]
 
@@ -41,6 +48,19 @@ class Certification:
     samples: pd.DataFrame
     seconds: dict = field(default_factory=dict)
     skipped: dict = field(default_factory=dict)
+
+
+def sampler_params(settings: dict) -> dict:
+    """The prefix samplers' arguments from a run's settings (the instruction files read here)."""
+    return dict(q=settings["q"], main=load_lines(settings["main_instructions"]),
+                helpers=load_lines(settings["helper_instructions"]), p_interleave=settings["p_interleave"],
+                p_mutate=settings["p_mutate"], mag=settings["mag"], soft_length=settings["soft_length"])
+
+
+def generation_params(settings: dict, seed: int) -> dict:
+    """The arguments of :func:`certify` beyond pivots, sampler, model and detector."""
+    return dict(n=settings["n"], confidence=settings["confidence"], max_new_tokens=settings["max_new_tokens"],
+                temperature=settings["temperature"], top_k=settings["top_k"], seed=seed)
 
 
 def _generate(lm: LanguageModel, prompts: list[str], prefixes: list[str] | torch.Tensor, chat: bool,
@@ -163,6 +183,9 @@ def ablate(parameter: str, values: Sequence, pivots: Sequence[PivotSet], model: 
         raise ValueError("The list of ablation values is empty.")
     if parameter in RUN_PARAMETERS and kind is None:
         raise ValueError(f"Ablating {parameter!r} needs the prefix kind to certify with (kind=...).")
+    if parameter in REBOUND_PARAMETERS:
+        return _rebound(parameter, values, pivots, model, detector, make_sampler(kind, **sampler_params), n,
+                        confidence, **generation)
     frames = []
     for value in values:
         settings = dict(generation, n=n, confidence=confidence)
@@ -175,3 +198,87 @@ def ablate(parameter: str, values: Sequence, pivots: Sequence[PivotSet], model: 
         frames.append(result.certificates.assign(
             parameter=parameter, parameter_value=pd.Series([value] * len(result.certificates), dtype=object)))
     return pd.concat(frames, ignore_index=True)
+
+
+def _rebound(parameter: str, values: Sequence, pivots: Sequence[PivotSet], model: LanguageModel, detector: Detector,
+             sampler: PrefixSampler, n: int, confidence: float, **generation) -> pd.DataFrame:
+    """Ablate ``confidence`` or ``n`` from one set of answers: n = max(values) draws (or ``n``),
+    each value bounded from the first n' draws of every pivot set at its confidence."""
+    largest = max(values) if parameter == "n" else n
+    result = certify(pivots, sampler, model, detector, largest, confidence, **generation)
+    verdicts = result.samples.groupby(["pivot_set", "sample"], sort=False).agg(
+        unbiased=("biased", lambda b: not b.iloc[0]), refused=("refused", "any")).reset_index()
+    frames = []
+    for value in values:
+        size, level = (value, confidence) if parameter == "n" else (largest, value)
+        kept = verdicts[verdicts["sample"] < size].groupby("pivot_set", sort=False)
+        table = result.certificates.assign(
+            n=size, confidence=level, unbiased=result.certificates.pivot_set.map(kept.unbiased.sum()).astype(int),
+            refusal_share=result.certificates.pivot_set.map(kept.refused.mean()))
+        low, high = clopper_pearson(table.unbiased.to_numpy(), table.n.to_numpy(), level)
+        frames.append(table.assign(estimate=table.unbiased / size, low=low, high=high, parameter=parameter,
+                                   parameter_value=pd.Series([value] * len(table), dtype=object)))
+    return pd.concat(frames, ignore_index=True)
+
+
+def ablation_study(ablations: dict, pivots: Sequence[PivotSet], model: LanguageModel, detector: Detector,
+                   sampler_params: dict, kind: str, n: int = 50, confidence: float = 0.95,
+                   **generation) -> Certification:
+    """:func:`ablate` for every parameter of ``ablations`` (run parameters with prefix ``kind``),
+    concatenated; soft-prefix parameters are skipped, with the reason, for a model without
+    input embeddings."""
+    frames, skipped = [], {}
+    for parameter, values in ablations.items():
+        if SAMPLER_PARAMETERS.get(parameter) == "soft" and not can_embed(model):
+            skipped[parameter] = f"{parameter} not ablated: model {model.name!r} gives no input embeddings."
+            continue
+        frames.append(ablate(parameter, values, pivots, model, detector, sampler_params, kind, n, confidence,
+                             **generation))
+    if not frames:
+        raise ValueError("No ablation could run: " + "; ".join(skipped.values()))
+    return Certification(pd.concat(frames, ignore_index=True), pd.DataFrame(), skipped=skipped)
+
+
+def redetect(result: Certification, pivots: Sequence[PivotSet], detector: Detector) -> pd.DataFrame:
+    """The certificates of ``result`` recomputed from the same answers under another ``detector``."""
+    by_id = {p.id: p for p in pivots}
+    rows = []
+    for row in result.certificates.itertuples(index=False):
+        pivot = by_id[row.pivot_set]
+        answers = result.samples[(result.samples.prefix == row.prefix) & (result.samples.pivot_set == row.pivot_set)]
+        responses = answers.pivot(index="sample", columns="group", values="response")[list(pivot.groups)]
+        found = detector(responses.to_numpy(dtype=object), pivot.reference)
+        unbiased = int(row.n - found.biased.sum())
+        low, high = clopper_pearson(unbiased, row.n, row.confidence)
+        rows.append({**row._asdict(), "unbiased": unbiased, "estimate": unbiased / row.n, "low": low, "high": high,
+                     "refusal_share": float(found.refused.any(axis=1).mean())})
+    return pd.DataFrame(rows)
+
+
+def detector_comparison(result: Certification, pivots: Sequence[PivotSet], regard_model: str | None = None,
+                        gap: float = 0.85, drop: float = 0.85) -> pd.DataFrame:
+    """Per prefix kind, the mean certified bounds and the pooled lower bound of the same BOLD
+    answers judged by each detector rule (:data:`~fairnb.certification.detectors.RULES`), side
+    by side; empty for pivot sets of another kind."""
+    if not pivots or pivots[0].kind != "bold":
+        return pd.DataFrame()
+    frames = []
+    for name in RULES:
+        detector = default_detector("bold", regard_model, gap, drop, name)
+        table = summarize_certificates(redetect(result, pivots, detector))
+        frames.append(table[["mean_lower", "mean_upper", "pooled_lower", "refusal_share"]].assign(detector=name))
+    return pd.concat(frames).rename_axis("prefix").reset_index().set_index(["prefix", "detector"]).sort_index()
+
+
+def prefix_examples(lm: LanguageModel, params: dict, soft_length: int | None, mag: float,
+                    seed: int) -> tuple[pd.DataFrame, str | None]:
+    """One draw of each text prefix kind, and a soft prefix's scale in words (None for a model
+    without input embeddings)."""
+    rng = np.random.default_rng(seed)
+    draws = pd.DataFrame({"prefix kind": ["random", "jailbreak"],
+                          "one draw": [make_sampler(k, **params).draw(lm, 1, rng)[0] for k in ("random", "jailbreak")]})
+    if not can_embed(lm):
+        return draws, None
+    soft = make_sampler("soft", **params).draw(lm, 1, rng)[0]
+    base = soft_base(lm, " ".join(params["main"]), soft_length)
+    return draws, soft_prefix_summary(base.numpy(), np.asarray(soft), embedding_max_abs(lm), mag)

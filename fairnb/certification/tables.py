@@ -1,10 +1,11 @@
 """Tables and prose of the chapter: summaries, the tidy results, Markdown sentences.
 
 Every number in the chapter's prose comes from a function here (tested), never from a
-hand-typed value. The headline (``p_unbiased_low``) is the pooled certificate: the
-Clopper-Pearson lower bound on P(unbiased) from all response sets of the main prefix kind
-(:data:`MAIN_PREFIX`, the mixture of jailbreaks), i.e. for a pivot set drawn uniformly from
-those certified and a prefix drawn from the distribution.
+hand-typed value. The headline (``p_unbiased_low``) is the official code's summary: the mean
+over pivot sets of each set's Clopper-Pearson lower bound on P(unbiased), under the main prefix
+kind (:data:`MAIN_PREFIX`, the mixture of jailbreaks). The pooled certificate (all response
+sets of the kind together: one interval for a pivot set drawn uniformly from those certified)
+stays as a secondary row.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from fairnb.certification.metrics import clopper_pearson
 from fairnb.contract import require_columns
 
 MAIN_PREFIX = "jailbreak"
+SUMMARY = "mean over pivot sets of each set's Clopper-Pearson bounds"
 CERTIFICATE_COLUMNS = ("prefix", "pivot_set", "n", "unbiased", "estimate", "low", "high", "confidence",
                        "refusal_share")
 
@@ -58,8 +60,9 @@ def summarize_certificates(certificates: pd.DataFrame, by: str | list[str] = "pr
 
 
 def headline(certificates: pd.DataFrame, main: str = MAIN_PREFIX) -> pd.Series:
-    """The pooled certificate of the main prefix kind (the first kind certified when ``main``
-    did not run): a row of :func:`summarize_certificates` named after its prefix kind."""
+    """The summary of the main prefix kind (the first kind certified when ``main`` did not run):
+    a row of :func:`summarize_certificates` named after its prefix kind; the headline is its
+    ``mean_lower``."""
     summary = summarize_certificates(certificates)
     return summary.loc[main if main in summary.index else summary.index[0]]
 
@@ -67,8 +70,10 @@ def headline(certificates: pd.DataFrame, main: str = MAIN_PREFIX) -> pd.Series:
 def tidy_results(certificates: pd.DataFrame, coverage: pd.DataFrame | None = None,
                  ablation: pd.DataFrame | None = None, others: pd.DataFrame | None = None,
                  main: str = MAIN_PREFIX) -> pd.DataFrame:
-    """Rows for ``write_results``: the headline ``p_unbiased_low`` (pooled lower bound, main
-    prefix kind), per prefix kind the summaries (level ``group``, the kind in ``group``), per
+    """Rows for ``write_results``: the headline ``p_unbiased_low`` (mean over pivot sets of the
+    certified lower bound, main prefix kind; ``ci_high`` the mean upper bound) and, level ``item``,
+    the per-set lower bounds it averages (same metric, one row per pivot set), per prefix kind
+    the summaries (the pooled interval among them) (level ``group``, the kind in ``group``), per
     pivot set and kind ``p_unbiased`` (level ``item``), the ablation's mean bounds per parameter
     value (``ablation_<statistic>``, level ``group``) and the coverage study (``coverage``).
     ``others`` are certificates of another pivot source (e.g. DecodingTrust with more groups):
@@ -84,9 +89,13 @@ def tidy_results(certificates: pd.DataFrame, coverage: pd.DataFrame | None = Non
     """
     require_columns(certificates, CERTIFICATE_COLUMNS, "certificate table")
     top = headline(certificates, main)
-    parts = [pd.DataFrame({"item": ["all"], "metric": ["p_unbiased_low"], "value": [top.pooled_lower],
-                           "ci_low": [top.pooled_lower], "ci_high": [top.pooled_upper], "level": ["headline"],
+    parts = [pd.DataFrame({"item": ["all"], "metric": ["p_unbiased_low"], "value": [top.mean_lower],
+                           "ci_low": [top.mean_lower], "ci_high": [top.mean_upper], "level": ["headline"],
                            "group": [top.name], "n": [top.pooled_n], "confidence": [top.confidence]})]
+    behind = certificates[certificates.prefix == top.name]  # the per-set lower bounds the headline averages
+    parts.append(pd.DataFrame({"item": behind.pivot_set, "metric": "p_unbiased_low", "value": behind.low,
+                               "ci_low": behind.low, "ci_high": behind.high, "level": "item", "group": top.name,
+                               "n": behind.n, "confidence": behind.confidence}))
     summary = _long(summarize_certificates(certificates), "prefix")
     parts.append(summary.assign(item="all", level="group", group=summary.prefix).drop(columns="prefix"))
     parts.append(pd.DataFrame({
@@ -97,7 +106,7 @@ def tidy_results(certificates: pd.DataFrame, coverage: pd.DataFrame | None = Non
         require_columns(others, CERTIFICATE_COLUMNS + ("kind",), "certificate table")
         renamed = others.assign(prefix=others.kind + ":" + others.prefix)
         extra = tidy_results(renamed, main=renamed.prefix.iloc[0])
-        parts.append(extra[extra.level != "headline"])
+        parts.append(extra[extra.metric != "p_unbiased_low"])
     if ablation is not None:
         for parameter, rows in ablation.groupby("parameter", sort=False):
             long = _long(summarize_certificates(rows, by="parameter_value")[["mean_lower", "mean_upper"]],
@@ -119,37 +128,39 @@ def _long(summary: pd.DataFrame, key: str) -> pd.DataFrame:
 
 def summary(certificates: pd.DataFrame, model: str, seconds: dict | None = None,
             skipped: dict | None = None, main: str = MAIN_PREFIX) -> str:
-    """The chapter's result in Markdown: the headline certificate, each prefix kind's pooled
-    and mean bounds, the share of pivot sets certified biased more often than not, refusals
-    and timings.
+    """The chapter's result in Markdown: the headline (mean certified lower bound), each prefix
+    kind's mean and pooled bounds, the share of pivot sets certified biased more often than not,
+    refusals and timings.
 
     Examples:
         >>> table = pd.DataFrame({"prefix": ["jailbreak"] * 2, "pivot_set": ["a", "b"], "n": [10, 10],
         ...     "unbiased": [10, 5], "estimate": [1.0, 0.5], "low": [0.69, 0.19], "high": [1.0, 0.81],
         ...     "confidence": [0.95, 0.95], "refusal_share": [0.0, 0.1]})
         >>> text = summary(table, "m")
-        >>> "15 of 20" in text, "is **0.509**" in text
-        (True, True)
+        >>> "is **0.44**" in text, "15 of 20" in text, "pooled [0.509" in text
+        (True, True, True)
     """
     table = summarize_certificates(certificates)
     top = headline(certificates, main)
     confidence = float(top.confidence)
     lines = [f"On **{model}**, the certified lower bound on the probability of an unbiased response set under "
-             f"**{top.name}** prefixes (all {int(top.pivots)} pivot sets pooled: {int(top.pooled_unbiased)} of "
-             f"{int(top.pooled_n)} sets unbiased) is **{_sig(top.pooled_lower)}** (upper bound "
-             f"{_sig(top.pooled_upper)}, {confidence:.0%} confidence)."]
+             f"**{top.name}** prefixes, averaged over the {int(top.pivots)} pivot sets as the official code "
+             f"summarizes, is **{_sig(top.mean_lower)}** (mean upper bound {_sig(top.mean_upper)}, "
+             f"{confidence:.0%} confidence); all sets pooled ({int(top.pooled_unbiased)} of {int(top.pooled_n)} "
+             f"unbiased) give [{_sig(top.pooled_lower)}, {_sig(top.pooled_upper)}]."]
     for kind, row in table.iterrows():
         timing = f", {seconds[kind]:.0f} s" if seconds and kind in seconds else ""
-        lines.append(f"- **{kind}** prefixes: pooled [{_sig(row.pooled_lower)}, {_sig(row.pooled_upper)}]; "
-                     f"per pivot set, mean bounds [{_sig(row.mean_lower)}, {_sig(row.mean_upper)}]; "
+        lines.append(f"- **{kind}** prefixes: per pivot set, mean bounds [{_sig(row.mean_lower)}, "
+                     f"{_sig(row.mean_upper)}]; pooled [{_sig(row.pooled_lower)}, {_sig(row.pooled_upper)}]; "
                      f"{row.share_upper_below_half:.0%} of pivot sets certified biased more often than not "
                      f"(upper bound < 0.5); sets with a refusal {row.refusal_share:.0%}{timing}.")
     lines += [f"- {reason}" for reason in (skipped or {}).values()]
     return "\n".join(lines[:1] + [""] + lines[1:])
 
 
-def ablation_summary(ablation: pd.DataFrame) -> str:
-    """One line per ablated parameter: the mean certified interval at each value.
+def ablation_summary(ablation: pd.DataFrame, skipped: dict | None = None) -> str:
+    """One line per ablated parameter: the mean certified interval at each value; then one line
+    per parameter ``skipped`` (its reason).
 
     Examples:
         >>> frame = pd.DataFrame({"parameter": ["q", "q"], "parameter_value": [10, 100], "low": [0.2, 0.5],
@@ -163,6 +174,7 @@ def ablation_summary(ablation: pd.DataFrame) -> str:
         table = summarize_certificates(rows, by="parameter_value")
         lines.append(f"- **{parameter}**: " + "; ".join(f"{v}: [{_sig(r.mean_lower)}, {_sig(r.mean_upper)}]"
                                                          for v, r in table.iterrows()))
+    lines += [f"- {reason}" for reason in (skipped or {}).values()]
     return "\n".join(lines)
 
 
