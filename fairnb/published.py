@@ -459,7 +459,7 @@ def reproduction_plan(chapters: Collection[Chapter], published: pd.DataFrame | N
         named = pd.concat([mine[["model", "hub_id"]], pd.DataFrame(list(UNPRINTED_MODELS.get(chapter.key, {}).items()),
                                                                     columns=["model", "hub_id"])])
         named = named[named["hub_id"] != ANY_MODEL]
-        for key, group in named.groupby(named["hub_id"].where(named["hub_id"] != "", named["model"]), sort=False):
+        for _key, group in named.groupby(named["hub_id"].where(named["hub_id"] != "", named["model"]), sort=False):
             hub = group["hub_id"].iloc[0]
             can = ("no: the paper names no hub id" if not hub else f"no: {CANNOT_SCORE[hub]}" if hub in CANNOT_SCORE
                    else "yes")

@@ -1,8 +1,8 @@
 """Binary and non-UTF-8 files for the data loaders' one-sentence checks."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 

@@ -62,7 +62,7 @@ def tiny_chapter(chapter) -> nbformat.NotebookNode:
                           f"{{cite:t}}`{CITED}`."),
         new_code_cell(f"table = pd.DataFrame([{', '.join(rows)}])\n"
                       "write_results(table, model, CHAPTER)\ntable.round(3)"),
-        new_code_cell(f"from myst_nb import glue\nglue('glued_total', round(1000 + base * 1000), display=False)",
+        new_code_cell("from myst_nb import glue\nglue('glued_total', round(1000 + base * 1000), display=False)",
                       metadata={"tags": ["remove-input"]}),
         new_markdown_cell(f"This run scored {{glue:}}`glued_total` prompts.\n\n"
                           f"```{{exercise}} By hand\n:label: ex-{chapter.key}\n\n{EXERCISE_MARKER}\n```\n\n"

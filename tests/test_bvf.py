@@ -7,11 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-
-from fairnb.bvf import data as probes
-from fairnb import bvf
-from fairnb.bvf import mining
 from bad_files import BAD_BODIES, assert_names_bad_file
+
+from fairnb import bvf
+from fairnb.bvf import data as probes
+from fairnb.bvf import mining
 
 # --- metrics ---------------------------------------------------------------------------
 
@@ -503,7 +503,7 @@ def test_coverage_bound_against_brute_force(n_attributes, k, criterion):
     """Issue 16: dropping templates of weight w moves r, r^b, r^v by at most the proven bound."""
     rng = np.random.default_rng(n_attributes)
     worst = {"R": 0.0, "R_b": 0.0, "R_v": 0.0}
-    for trial in range(300):
+    for _trial in range(300):
         n_contexts = int(rng.integers(2, 12))
         # mixtures of peaked and flat predictions, so some trials sit near the extremes
         p = rng.dirichlet(np.full(n_attributes, rng.choice([0.05, 0.5, 5.0])), size=(1, n_contexts))

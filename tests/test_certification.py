@@ -8,14 +8,20 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from bad_files import BAD_BODIES, assert_names_bad_file
 from scipy.stats import beta, binom, binomtest
 
 from fairnb import certification as cert
 from fairnb.certification import metrics, prefixes, run
-from fairnb.certification.data import (PivotSet, load_bold_pivots, load_decodingtrust_pivots, load_pivots,
-                                       pivots_from_templates, select_pivots)
+from fairnb.certification.data import (
+    PivotSet,
+    load_bold_pivots,
+    load_decodingtrust_pivots,
+    load_pivots,
+    pivots_from_templates,
+    select_pivots,
+)
 from fairnb.contract import shipped_file
-from bad_files import BAD_BODIES, assert_names_bad_file
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "05_certification.ipynb"
 

@@ -1,8 +1,9 @@
 """The chapter registry is the one list of methods: packages, layer contracts and notebooks agree with it."""
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 import fairnb
 from fairnb.contract import NOT_GIVEN

@@ -29,6 +29,7 @@ fastapi = pytest.importorskip("fastapi")
 uvicorn = pytest.importorskip("uvicorn")
 
 import torch  # noqa: E402
+from tiny_models import build_tiny_gpt2  # noqa: E402
 from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel  # noqa: E402
 
 import fairnb  # noqa: E402
@@ -39,7 +40,6 @@ from fairnb.models.served_spec import parse_spec, spec_text  # noqa: E402
 from fairnb.report import runner  # noqa: E402
 from fairnb.report.display import run_card_table  # noqa: E402
 from fairnb.results import read_results, write_results  # noqa: E402
-from tiny_models import build_tiny_gpt2  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 PROMPTS = ["The nurse said that", "My friend is a", "The capital of France is", "He and she went to the",

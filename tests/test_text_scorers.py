@@ -5,8 +5,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fairnb.text_scorers import (HFClassifierScorer, NegativeSentiment, ProfanityToxicity, RefusalDetector,
-                                 VaderSentiment, group_fairness_scorers, scorer_agreement, validation_sentences)
+from fairnb.text_scorers import (
+    HFClassifierScorer,
+    NegativeSentiment,
+    ProfanityToxicity,
+    RefusalDetector,
+    VaderSentiment,
+    group_fairness_scorers,
+    scorer_agreement,
+    validation_sentences,
+)
 
 REFUSALS = ["I can't help with that.", "I\u2019m sorry, but I can't assist with that.",
             "SENTENCE: I cannot write a sentence that promotes stereotypes.", "As an AI, I do not hold opinions.",

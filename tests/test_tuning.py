@@ -8,13 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from bad_files import assert_names_bad_file
 from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
 
 from fairnb import load_model
 from fairnb.models import loading, tuning
 from fairnb.models.cache import atomic_folder
 from fairnb.models.names import model_label, model_slug, split_variant
-from bad_files import assert_names_bad_file
 
 PROMPTS = ["The nurse said that", "The plumber said that"]
 

@@ -10,23 +10,71 @@ distributions (Fig. 10) and the WLS regression of Fig. 9 (:mod:`.metrics`), the 
 and summary (:mod:`.tables`) and figures (:mod:`.plots`). spaCy is loaded in one place,
 :func:`.mining.load_pipeline`.
 """
-from fairnb.bvf.data import (TOPICS, comparison_sources, focus_topic, corpus_sentences, default_templates, keep_coverage,
-                             load_attribute_words, load_group_statistics, load_occupations, load_templates,
-                             template_prompt, template_sources)
-from fairnb.bvf.metrics import (CRITERIA, bootstrap_risk, category_probabilities, coverage_bounds, criterion,
-                                criterion_function, distribution_summary, largest_criterion, official_criterion,
-                                reference_models, reference_risks, regress_on_statistic, risk, risk_table, stereotype,
-                                tolerance_bounds)
+from fairnb.bvf.data import (
+                             TOPICS,
+                             comparison_sources,
+                             corpus_sentences,
+                             default_templates,
+                             focus_topic,
+                             keep_coverage,
+                             load_attribute_words,
+                             load_group_statistics,
+                             load_occupations,
+                             load_templates,
+                             template_prompt,
+                             template_sources,
+)
+from fairnb.bvf.metrics import (
+                             CRITERIA,
+                             bootstrap_risk,
+                             category_probabilities,
+                             coverage_bounds,
+                             criterion,
+                             criterion_function,
+                             distribution_summary,
+                             largest_criterion,
+                             official_criterion,
+                             reference_models,
+                             reference_risks,
+                             regress_on_statistic,
+                             risk,
+                             risk_table,
+                             stereotype,
+                             tolerance_bounds,
+)
 from fairnb.bvf.mining import load_pipeline, mine_demo, mine_templates
-from fairnb.bvf.run import (WORD_CONVENTIONS, attribute_probabilities, check_settings, bounded_word_probs, compare_variants,
-                            scored_words, single_token_words, template_source_risks, topic_probabilities,
-                            variant_risks, word_convention_costs)
-from fairnb.bvf.tables import (bounds_table, criteria_table, distribution_table, mean_stereotypes, regression_table,
-                               regressions, results_table, risk_by_norm, risk_tables, run_settings, significant,
-                               summary, total_bounds, variant_summary, word_table)
+from fairnb.bvf.run import (
+                             WORD_CONVENTIONS,
+                             attribute_probabilities,
+                             bounded_word_probs,
+                             check_settings,
+                             compare_variants,
+                             scored_words,
+                             single_token_words,
+                             template_source_risks,
+                             topic_probabilities,
+                             variant_risks,
+                             word_convention_costs,
+)
+from fairnb.bvf.tables import (
+                             bounds_table,
+                             criteria_table,
+                             distribution_table,
+                             mean_stereotypes,
+                             regression_table,
+                             regressions,
+                             results_table,
+                             risk_by_norm,
+                             risk_tables,
+                             run_settings,
+                             significant,
+                             summary,
+                             total_bounds,
+                             variant_summary,
+                             word_table,
+)
 from fairnb.contract import Chapter, Citation, Headline, PaperSetting
 from fairnb.models.names import VARIANTS
-
 
 # The settings a run departs from the paper in. ``limit`` caps the occupations (None: all of
 # Appendix D.1); ``criterion`` "official" is the official code's normalised J (the scale of the

@@ -33,6 +33,7 @@ from scipy import stats
 from fairnb.contract import require_columns
 from fairnb.stats import bootstrap
 
+
 def stereotype(p, p_star=None) -> np.ndarray:
     """s = p / p* - 1 over the last axis (Eq. 1); p* defaults to the uniform 1/|Y|.
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Collection, Iterable
+from collections.abc import Collection, Iterable
 
 import pandas as pd
 from lemminflect import getAllLemmas, getInflection

@@ -1,7 +1,7 @@
 """Figures of the chapter: one function per figure, returning the Axes/Figure."""
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -41,7 +41,7 @@ def mean_prediction_boxplot(table: pd.DataFrame, value: str, by: str, label: str
     sns.boxplot(data=table, x=by, y=value, color="lightsteelblue", fliersize=0, ax=ax)
     sns.stripplot(data=table, x=by, y=value, color="0.25", size=3, jitter=0.18, ax=ax)
     order = list(dict.fromkeys(table[by]))
-    for position, (_, group) in enumerate(table.groupby(by, sort=False)):
+    for _position, (_, group) in enumerate(table.groupby(by, sort=False)):
         ranked = group.sort_values(value)
         for _, row in pd.concat([ranked.head(n_labels), ranked.tail(n_labels)]).iterrows():
             ax.annotate(row[label], (order.index(row[by]) + 0.22, row[value]), fontsize=7, va="center")

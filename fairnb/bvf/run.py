@@ -8,7 +8,8 @@ of a model on the same grid (the paper's Fig. 6).
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd

@@ -6,14 +6,21 @@ the gender topic; group rows: each other topic's R, R^b, R^v and each occupation
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 from IPython.display import Markdown
 
-from fairnb.bvf.metrics import (CRITERIA, coverage_bounds, distribution_summary, largest_criterion,
-                                regress_on_statistic, risk_table, tolerance_bounds)
+from fairnb.bvf.metrics import (
+    CRITERIA,
+    coverage_bounds,
+    distribution_summary,
+    largest_criterion,
+    regress_on_statistic,
+    risk_table,
+    tolerance_bounds,
+)
 
 HEADLINE_TOPIC = "gender"
 RISKS = ("R", "R_b", "R_v")

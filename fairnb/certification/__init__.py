@@ -18,23 +18,63 @@ official code summarizes; the pooled interval stays as a secondary row.
 """
 from pathlib import Path
 
-from fairnb.certification.data import (BOLD_INSTRUCTION, OFFICIAL_BOLD_INSTRUCTION, PivotSet, load_bold_pivots,
-                                       load_bold_test_set, load_decodingtrust_pivots, load_lines, load_pivots,
-                                       parse_bold_test_set, pivots_from_templates)
-from fairnb.certification.detectors import (OFFICIAL_REGARD_MODEL, AgreementDisparity, Detection, OfficialRegard,
-                                            RegardGap, VaderNegative, classifier_negative, classifier_regard,
-                                            default_detector, scorer_check)
-from fairnb.certification.metrics import (clopper_pearson, contains_any, coverage_study, mean_bounds,
-                                          official_regard_bias, regard_bias)
-from fairnb.certification.prefixes import (PREFIX_KINDS, can_embed, embedding_max_abs, make_sampler, soft_base,
-                                           vocabulary_ids)
-from fairnb.certification.run import (Certification, ablate, ablation_study, certify, certify_kinds,
-                                      detector_comparison, generation_params, prefix_examples, redetect,
-                                      sampler_params)
-from fairnb.certification.tables import (MAIN_PREFIX, SUMMARY, ablation_summary, coverage_summary, lowest_certificate,
-                                         soft_prefix_summary, summarize_certificates, summary, tidy_results)
+from fairnb.certification.data import (
+    BOLD_INSTRUCTION,
+    OFFICIAL_BOLD_INSTRUCTION,
+    PivotSet,
+    load_bold_pivots,
+    load_bold_test_set,
+    load_decodingtrust_pivots,
+    load_lines,
+    load_pivots,
+    parse_bold_test_set,
+    pivots_from_templates,
+)
+from fairnb.certification.detectors import (
+    OFFICIAL_REGARD_MODEL,
+    AgreementDisparity,
+    Detection,
+    OfficialRegard,
+    RegardGap,
+    VaderNegative,
+    classifier_negative,
+    classifier_regard,
+    default_detector,
+    scorer_check,
+)
+from fairnb.certification.metrics import (
+    clopper_pearson,
+    contains_any,
+    coverage_study,
+    mean_bounds,
+    official_regard_bias,
+    regard_bias,
+)
+from fairnb.certification.prefixes import PREFIX_KINDS, can_embed, embedding_max_abs, make_sampler, soft_base, vocabulary_ids
+from fairnb.certification.run import (
+    Certification,
+    ablate,
+    ablation_study,
+    certify,
+    certify_kinds,
+    detector_comparison,
+    generation_params,
+    prefix_examples,
+    redetect,
+    sampler_params,
+)
+from fairnb.certification.tables import (
+    MAIN_PREFIX,
+    SUMMARY,
+    ablation_summary,
+    coverage_summary,
+    lowest_certificate,
+    soft_prefix_summary,
+    summarize_certificates,
+    summary,
+    tidy_results,
+)
 from fairnb.contract import Chapter, Citation, Headline, PaperSetting
-
 
 _PAPER = dict(
     pivots="bold", limit=None, bold_instruction=OFFICIAL_BOLD_INSTRUCTION, prefix_kinds=["random", "jailbreak", "soft"],
@@ -118,7 +158,10 @@ CHAPTER = Chapter(
     notebook="05_certification.ipynb",
     headlines=(
         Headline("p_unbiased_low", "certified lower bound of P(unbiased), mean over pivot sets, jailbreak prefixes",
-                 "higher is fairer", (0.0, 1.0)),
+                 "higher is fairer", (0.0, 1.0),
+                 "the share of answers that are certainly (95 % Clopper–Pearson lower bound) free of counterfactual "
+                 "bias under jailbreak-mixture prefixes, averaged over pivot sets (official detector rule)",
+                 items="p_unbiased_low"),
     ),
     paper="Chaudhary et al., Certifying Counterfactual Bias in LLMs (LLMCert-B), ICLR 2025",
     needs=("generate",),

@@ -21,16 +21,22 @@ set's group-neutral reference text to a :class:`Detection`.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
 
 from fairnb.certification.data import load_lines
 from fairnb.certification.metrics import agreement_disparity, contains_any, official_regard_bias, regard_bias
-from fairnb.text_scorers import (VADER_NEGATIVE, HFClassifierScorer, RefusalDetector, VaderSentiment, scorer_agreement,
-                                 validation_sentences)
+from fairnb.text_scorers import (
+    VADER_NEGATIVE,
+    HFClassifierScorer,
+    RefusalDetector,
+    VaderSentiment,
+    scorer_agreement,
+    validation_sentences,
+)
 
 GAP = 0.85
 DROP = 0.85

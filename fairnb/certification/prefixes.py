@@ -12,15 +12,22 @@ model's tokenizer (:func:`prefix_tokenizer`).
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from fairnb.certification.data import load_lines
-from fairnb.certification.metrics import (check_probability, interleave, mutate_tokens, printable_ascii,
-                                          random_token_ids, soft_noise)
+from fairnb.certification.metrics import (
+    check_probability,
+    interleave,
+    mutate_tokens,
+    printable_ascii,
+    random_token_ids,
+    soft_noise,
+)
 
 if TYPE_CHECKING:
     from fairnb.models.language_model import LanguageModel
@@ -77,7 +84,7 @@ class PrefixSampler:
 
     kind: str
     params: dict
-    draw: Callable[["LanguageModel", int, np.random.Generator], "list[str] | torch.Tensor"] = field(repr=False)
+    draw: Callable[[LanguageModel, int, np.random.Generator], list[str] | torch.Tensor] = field(repr=False)
 
     @property
     def setting(self) -> str:

@@ -9,7 +9,7 @@ pair whose chapter needs more, with :func:`missing_for`'s sentence as the reason
 """
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from fairnb.models.served_spec import is_served, parse_spec
 

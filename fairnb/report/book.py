@@ -17,11 +17,10 @@ import yaml
 
 import fairnb
 from fairnb.models.cache import atomic_write_text
-from fairnb.report.findings import headline_findings
-from fairnb.results import read_results
 from fairnb.models.names import model_label
+from fairnb.report.findings import headline_findings
 from fairnb.report.runner import GETTING_STARTED, REPO_ROOT, execute_notebook, failed_path, failure_reason, read_record
-from fairnb.results import load_results
+from fairnb.results import load_results, read_results
 
 COMPARISON_NOTEBOOK = REPO_ROOT / "book" / "comparison.ipynb"
 REPRODUCTION_NOTEBOOK = REPO_ROOT / "book" / "reproduction.ipynb"

@@ -34,7 +34,8 @@ def run_card(**parameters) -> HTML:
 
 
 def _same(a, b) -> bool:
-    normal = (lambda v: list(v) if isinstance(v, (tuple, list)) else v)
+    def normal(v):
+        return (list(v) if isinstance(v, (tuple, list)) else v)
     try:
         return bool(normal(a) == normal(b))
     except (TypeError, ValueError):
