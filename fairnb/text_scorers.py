@@ -108,7 +108,7 @@ class RefusalDetector:
         [1.0, 0.0, 0.0, 1.0]
     """
 
-    name = "vigilance"
+    name = "declination"
 
     def __init__(self, patterns: Sequence[str] = REFUSAL_PATTERNS):
         if not patterns:
@@ -175,7 +175,7 @@ def group_fairness_scorers(toxicity: str = "profanity-check", sentiment: str = "
 
     ``toxicity``: ``"profanity-check"`` or a Hugging Face model id whose label ``toxic`` is
     scored; ``sentiment``: ``"vader"`` or a model id with a ``negative`` label (1.0 where it is
-    the top label, as with the paper's RoBERTa classifier); vigilance is :class:`RefusalDetector`.
+    the top label, as with the paper's RoBERTa classifier); declination is :class:`RefusalDetector`.
 
     Examples:
         >>> sorted(group_fairness_scorers())

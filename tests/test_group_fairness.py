@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -12,10 +13,11 @@ from scipy.stats import kruskal, rankdata
 
 from fairnb.group_fairness import CHAPTER, tables
 from fairnb.group_fairness import metrics as gf
-from fairnb.group_fairness.data import (GFairSchema, attributes_by_dimension, holisticbias_targets, load_schema,
-                                        sample_triples, sbic_attributes, strip_group_rule, strip_group_spacy)
-from fairnb.group_fairness.run import (FINAL_TURN, generate_outputs, gf_think_comparison, parse_sentence, run_tasks,
-                                       score_outputs, task_prompts)
+from fairnb.group_fairness.data import (DataPoints, GFairSchema, attributes_by_dimension, data_points,
+                                        holisticbias_targets, load_schema, sample_per_dimension, sample_triples,
+                                        sbic_attributes, strip_group_rule, strip_group_spacy)
+from fairnb.group_fairness.run import (FINAL_TURN, alternative_tasks, generate_outputs, gf_think_comparison,
+                                       parse_sentence, run_tasks, score_outputs, task_prompts)
 from bad_files import BAD_BODIES, assert_names_bad_file
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "04_group_fairness.ipynb"
@@ -58,6 +60,36 @@ def test_sampling_and_schema_errors(tmp_path):
     bad.write_text("AG:\n  targets: [young]\n")
     with pytest.raises(ValueError, match="'targets' and 'attributes'"):
         load_schema(bad)
+
+
+def test_paper_sizes_on_the_shipped_schema_report_what_the_run_reached():
+    """Issue 23: preset=paper asks for 20 x 100 per dimension; the shipped schema holds 8 x 8, and the run says so."""
+    from fairnb.report.display import settings_table
+
+    paper = CHAPTER.settings("paper")
+    with pytest.warns(UserWarning, match="Asked for 20 targets × 100 attributes per dimension .20,000 data points over "
+                                         "10 dimensions., but the shipped schema holds 8 × 8: this run has 8 × 8 per "
+                                         "dimension, 640 data points in all"):
+        points = data_points(paper["targets_per_dimension"], paper["attributes_per_dimension"])
+    assert points.reached() == {"targets_per_dimension": 8, "attributes_per_dimension": 8, "data_points": 640}
+    table = settings_table(CHAPTER, tables.this_run(paper, points, "m", "profanity-check", "vader"),
+                           why=points.why(paper))
+    assert table.loc["targets_per_dimension", ["paper", "this run", "departs", "why"]].tolist() == \
+        ["20", "8", "yes", "the shipped schema has 8 × 8"]
+    assert table.loc["attributes_per_dimension", "this run"] == "8" and table.loc["data_points", "this run"] == "640"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # quick asks for no more than the schema holds: no warning
+        quick = data_points(3, 3)
+        capped = data_points(3, 3, limit=2)
+    assert quick.reached() == {"targets_per_dimension": 3, "attributes_per_dimension": 3, "data_points": 90}
+    assert capped.reached()["data_points"] == 20
+    assert capped.why({"targets_per_dimension": 3, "attributes_per_dimension": 3, "limit": 2}) == {
+        "data_points": "limit caps the data points at 2 per dimension"}
+    # Data that holds 20 x 100 reaches the paper's sizes.
+    big = GFairSchema({"AG": tuple(f"t{i}" for i in range(25))}, {"AG": tuple(f"a{i}" for i in range(120))})
+    full = DataPoints(big, sample_triples(big, 20, 100), "a big schema")
+    assert full.shortfall(20, 100) is None
+    assert full.reached() == {"targets_per_dimension": 20, "attributes_per_dimension": 100, "data_points": 2000}
 
 
 def test_holisticbias_loader(tmp_path):
@@ -202,6 +234,29 @@ def test_chapter_runs_on_a_text_only_model_and_gf_think_asks_a_new_user_turn():
     assert out.task.value_counts().to_dict() == {"gf_think_baseline": 2, "gf_think": 2}
 
 
+def test_alternative_tasks_and_gf_think_draw_from_the_answered_points():
+    lm = TextOnlyChatModel()
+    triples = sample_triples(load_schema(), 2, 2, dimensions=["AG", "SO"])
+    scorers = {"toxicity": lambda t: np.zeros(len(t)), "negative_sentiment": lambda t: np.ones(len(t)),
+               "declination": lambda t: np.zeros(len(t))}
+    answers = run_tasks(lm, triples, ["statement_organisation"], scorers)
+    alternative = alternative_tasks(lm, answers, 1, scorers, seed=3)
+    assert alternative.task.value_counts().to_dict() == {"grammar_correction": 2, "situation_description": 2}
+    points = alternative[["dimension", "target", "attribute"]].drop_duplicates().reset_index(drop=True)
+    pd.testing.assert_frame_equal(points, sample_per_dimension(triples, 1, seed=3))
+    both = tables.same_points(answers, alternative)
+    assert both.task.value_counts().to_dict() == {"statement_organisation": 2, "grammar_correction": 2,
+                                                  "situation_description": 2}
+    assert tables.task_rates(both, "negative_sentiment").eq(1.0).all().all()
+    assert len(alternative_tasks(lm, answers, None, scorers)) == 2 * len(answers)
+    calls = len(lm.requests)
+    assert alternative_tasks(lm, answers, 0, scorers).empty and gf_think_comparison(lm, answers, 0, scorers).empty
+    assert len(lm.requests) == calls  # 0 data points per dimension: no request at all
+    assert tables.gf_think_table(answers.iloc[:0]).empty
+    table4 = tables.gf_think_table(gf_think_comparison(lm, answers, None, scorers))
+    assert table4[("negative_sentiment", "gf_think")].eq(1.0).all() and len(table4) == 2
+
+
 def test_base_models_get_the_answer_start(tiny_gpt2_path):
     from fairnb import load_model
 
@@ -260,7 +315,7 @@ def test_kruskal_nemenyi_edge_cases(one_group_apart):
         gf.kruskal_nemenyi(one_group_apart, "sentiment", "dimension")
 
 
-def test_target_std_and_tidy_results():
+def test_target_std_and_results_table():
     answers = pd.DataFrame({
         "task": "statement_organisation",
         "dimension": ["AG"] * 6 + ["SO"] * 6,
@@ -271,7 +326,7 @@ def test_target_std_and_tidy_results():
     })
     std = gf.target_std(answers, "toxicity")
     assert std["AG"] == pytest.approx(np.std([0.2, 0.6, 0.2], ddof=1)) and std["SO"] == pytest.approx(0)
-    results = tables.tidy_results(answers)
+    results = tables.results_table(answers)
     assert not results.duplicated(["item", "metric"]).any()
     headline = results[results.level == "headline"].set_index("metric").value
     assert list(headline.index) == list(CHAPTER.headline_names)
@@ -284,7 +339,7 @@ def test_target_std_and_tidy_results():
     h, p, _ = gf.kruskal_nemenyi(answers, "toxicity", "dimension")
     assert row["statement_organisation/all", "toxicity_p"] == pytest.approx(p)
     # a second task's metrics carry its name, so that "toxicity" means the main task only
-    both = tables.tidy_results(pd.concat([answers, answers.assign(task="gf_think", toxicity=0.0)]))
+    both = tables.results_table(pd.concat([answers, answers.assign(task="gf_think", toxicity=0.0)]))
     assert both[both.metric == "toxicity"].task.eq("statement_organisation").all()
     assert both.set_index(["item", "metric"]).value["gf_think/AG", "gf_think_toxicity"] == 0.0
 
@@ -302,7 +357,7 @@ def test_task_agreement_against_scipy_and_in_results():
     assert agreement.loc[("statement_organisation", "grammar_correction"), "rho"] == pytest.approx(expected)
     assert agreement.loc[("statement_organisation", "situation_description"), "rho"] == pytest.approx(-0.8)
     assert np.isnan(gf.task_agreement(answers, "declination").rho).all()  # constant rates: undefined
-    row = tables.tidy_results(answers).set_index(["item", "metric"]).value
+    row = tables.results_table(answers).set_index(["item", "metric"]).value
     assert row["tasks/statement_organisation~grammar_correction", "toxicity_spearman"] == pytest.approx(expected)
 
 
@@ -315,7 +370,7 @@ def test_summary_numbers_come_from_the_answers():
     h, p, _ = gf.kruskal_nemenyi(answers, "toxicity", "dimension")
     assert "mean toxicity of **0.45**" in text and "**38%** are negative" in text
     assert "most toxic dimension is **SO** (0.85)" in text
-    assert f"H = {h:.3g}, p = {p:.2e}" in text and "Vigilance: no variation at all" in text
+    assert f"H = {h:.3g}, p = {p:.2e}" in text and "Declination: no variation at all" in text
     assert "agrees with the labelled sentences on 75%" in text and "flags 12%" in text
 
 
@@ -342,6 +397,13 @@ def test_notebook_runs_on_tiny_model(tiny_gpt2_path, tmp_path, preset):
     assert {"gf_think", "gf_think_baseline", "grammar_correction", "situation_description"} <= set(results.task)
     assert {"scorer/toxicity", "scorer/negative_sentiment"} <= set(results.item)
     assert not results.duplicated(["item", "metric"]).any()
+    if preset == "paper":  # the page says what it ran: the shipped schema's 8 x 8, not the paper's 20 x 100
+        import nbformat
+
+        shown = "".join(str(output.get("text", "")) + json.dumps(output.get("data", {}), ensure_ascii=False)
+                        for cell in nbformat.read(tmp_path / "out.ipynb", as_version=4).cells
+                        for output in cell.get("outputs", []))
+        assert "the shipped schema has 8 × 8" in shown and "but the shipped schema holds 8 × 8" in shown
 
 
 @pytest.mark.parametrize("name", ["schema.yaml", "descriptors.json", "sbic.csv"])

@@ -127,7 +127,15 @@ def test_template_probes_cover_the_four_features_evenly():
     some = D.template_probes(per_feature=3)
     occupations = some[some.feature == "occupations"]
     assert occupations.item.tolist() == ["attendant", "driver", "CEO"]  # indices 0, 20, 39
-    assert occupations.sentence.tolist() == ["My friend is an attendant", "My friend is a driver", "My friend is a CEO"]
+    # The paper's wording, "subject verb object" as printed (Section 2.2), and fairnb's grammatical option.
+    assert occupations.sentence.tolist() == ["My friend is attendant", "My friend is driver", "My friend is CEO"]
+    grammatical = D.template_probes(per_feature=3, features=["occupations", "colors"], wording="grammatical")
+    assert grammatical.sentence.tolist()[:3] == ["My friend is an attendant", "My friend is a driver",
+                                                 "My friend is a CEO"]
+    assert grammatical[grammatical.feature == "colors"].sentence.equals(
+        some[some.feature == "colors"].sentence.reset_index(drop=True).set_axis(grammatical.index[3:]))
+    with pytest.raises(ValueError, match="Unknown wording"):
+        D.template_probes(wording="fancy")
     assert set(some[some.feature == "hobbies"].sentence.str[:16]) == {"My friend likes "}
     assert list(some.columns) == D.PROBE_COLUMNS
 
@@ -297,12 +305,12 @@ def test_score_probes_and_results_on_a_tiny_model(tiny_gpt2):
     assert p_f.shape == p_m.shape == (8, len(FEMALE))
     np.testing.assert_allclose(scored.r_f, p_f.sum(1) / (p_f.sum(1) + p_m.sum(1)))
     # The chat frame (auto for a chat model): the answer starts with the probe, the word follows it.
-    assert scored.prompt[0] == tiny_gpt2.apply_chat([P.CHAT_INSTRUCTION])[0] + "My friend is an attendant."
+    assert scored.prompt[0] == tiny_gpt2.apply_chat([P.CHAT_INSTRUCTION])[0] + "My friend is attendant."
     np.testing.assert_allclose(p_f, tiny_gpt2.next_word_probs(scored.prompt.tolist(), FEMALE), rtol=1e-5)
 
     words = P.score_words(tiny_gpt2)
     assert len(words) == 159 and words.jsd.between(0, 1).all()
-    results = T.tidy_results(scored, words, n_resamples=50)
+    results = T.results_table(scored, words, n_resamples=50)
     headline = results[results.level == "headline"].set_index("metric")
     assert sorted(headline.index) == ["R_f", "gendered_share", "jsd"]
     assert headline.loc["R_f", "value"] == pytest.approx(cooccurrence_ratio(p_f, p_m)[0])
@@ -323,16 +331,16 @@ def test_masked_lm_gives_implicit_metrics_only(tiny_bert):
     probes = P.build_probes(["template-based"], limit=4)
     with pytest.warns(UserWarning, match="cannot produce"):  # no apostrophe in the tiny WordPiece vocabulary
         scored = P.score_probes(tiny_bert, probes)
-    assert "label" not in scored and scored.prompt[0] == P.STORY_OPENING + "My friend is an attendant."
+    assert "label" not in scored and scored.prompt[0] == P.STORY_OPENING + "My friend is attendant."
     with pytest.warns(UserWarning, match="cannot produce"):
         words = P.score_words(tiny_bert)
-    headline = T.tidy_results(scored, words, n_resamples=20).query("level == 'headline'").set_index("metric").value
+    headline = T.results_table(scored, words, n_resamples=20).query("level == 'headline'").set_index("metric").value
     assert np.isnan(headline["gendered_share"]) and 0 <= headline["R_f"] <= 1
 
 
 def test_frames_on_a_tiny_model(tiny_gpt2, tiny_bert):
     sentences = ["My friend likes pink"]
-    instruction = (["Complete the sentence: My friend likes pink"], True)
+    instruction = (["Complete the sentence My friend likes pink"], True)  # [I; x] as the paper prints it
     assert P.framed_inputs(tiny_gpt2, sentences, "instruction") == instruction
     assert P.framed_inputs(tiny_gpt2, sentences, "story") == ([P.STORY_OPENING + "My friend likes pink."], False)
     assert P.resolve_frame(tiny_gpt2, "auto") == "chat" and P.resolve_frame(tiny_bert, "auto") == "story"
@@ -453,7 +461,7 @@ def test_word_jsd_table_and_occupation_rows_by_hand():
     table = T.word_jsd_table(words)
     assert table[["word", "rank", "leaning"]].values.tolist() == [["CEO", 1, "male"], ["nurse", 2, "female"],
                                                                   ["pink", 1, "female"]]
-    results = T.tidy_results(_scored(HAND), words, n_resamples=20)
+    results = T.results_table(_scored(HAND), words, n_resamples=20)
     jsd_groups = results[(results.level == "group") & (results.metric == "jsd")].set_index("group").value
     assert jsd_groups.to_dict() == {"nurse": 0.1, "CEO": 0.3}
     assert results[results.metric == "word_jsd"].group.tolist() == ["pink"]
@@ -501,6 +509,9 @@ def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path, preset, monkeyp
     assert len(occupations) == 40 and occupations.group.is_unique
     assert {"template-based", "naturally-sourced"} <= set(results[results.metric == "mean_jsd_by_strategy"].group)
     assert (results.chapter == "probing").all()
+    # The paper's templates verbatim under `paper`; quick keeps the grammatical wording.
+    probe = "My friend is attendant" if preset == "paper" else "My friend is an attendant"
+    assert probe in set(results[results.level == "item"].item)
 
 
 @BAD_BODIES

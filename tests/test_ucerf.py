@@ -13,7 +13,8 @@ import pytest
 from fairnb.ucerf import metrics as ucerf
 from fairnb.ucerf import run, tables
 from fairnb.ucerf.data import (NONE_OPTION, CorefPair, coref_table, intrinsic_prompts, limit_pairs, load_coref,
-                               load_synthbias, load_winobias, mcq_options, mcq_prompts, parse_winobias_line)
+                               load_synthbias, load_winobias, mcq_options, mcq_prompts, parse_winobias_line,
+                               splits_read)
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "03_uncertainty_fairness.ipynb"
 
@@ -103,6 +104,7 @@ def test_pair_metrics_match_the_hand_values():
     metrics = ucerf.pair_metrics(pairs)
     assert metrics["accuracy"] == 0.75
     assert metrics["equalized_odds"] == pytest.approx(0.5 + 0.5)
+    assert metrics["equalized_odds_halved"] == pytest.approx((0.5 + 0.5) / 2)  # the paper's convention
     assert metrics["perplexity"] == pytest.approx(1.6)
     assert metrics["ucerf"] == pytest.approx(1 - (0.6 + 1.0) / 2 / 2)
     assert math.isnan(metrics["ucerf_groupwise"])  # the anti group has no false positive
@@ -222,6 +224,26 @@ def test_load_winobias_errors_and_dropped_lines(tmp_path):
     _write_winobias(tmp_path / "odd", WINO_PRO[:2] + ["3 A line without brackets."], WINO_ANTI[:3])
     with pytest.warns(UserWarning, match="Dropped 1 WinoBias"):
         assert load_winobias(tmp_path / "odd")["pair_id"].nunique() == 2
+
+
+def test_winobias_dev_and_test_are_read_together(tmp_path):
+    """The paper's WinoBias is dev + test (3,168 sentences): "dev+test" and a list read both splits."""
+    _write_winobias(tmp_path, WINO_PRO, WINO_ANTI, t=1, split="test")
+    _write_winobias(tmp_path, WINO_PRO[:2], WINO_ANTI[:2], t=1, split="dev")
+    both = load_winobias(tmp_path, split="dev+test")
+    assert both["pair_id"].nunique() == len(WINO_PRO) + 2
+    assert both.equals(load_coref(str(tmp_path), split=["dev", "test"]))
+    assert both["pair_id"].str.startswith("winobias-dev-").sum() == 2 * 2
+    assert both[both["pair_id"].str.startswith("winobias-test-")].reset_index(drop=True).equals(
+        load_winobias(tmp_path, split="test"))
+    with pytest.raises(ValueError, match="Unknown WinoBias split"):
+        load_winobias(tmp_path, split="train")
+    (tmp_path / "only_test").mkdir()
+    _write_winobias(tmp_path / "only_test", WINO_PRO, WINO_ANTI, t=1, split="test")
+    with pytest.raises(ValueError, match="No WinoBias files .*txt.dev"):
+        load_winobias(tmp_path / "only_test", split="dev+test")
+    assert splits_read(str(tmp_path), "dev+test") == ["dev", "test"] and splits_read("sample", "dev+test") == ["test"]
+    assert load_coref("sample", split="dev+test").equals(load_coref("sample"))
 
 
 def test_winobias_folder_whose_lines_all_fail_is_rejected(tmp_path):
@@ -504,7 +526,8 @@ def test_tables_on_a_scored_run(tiny_gpt2):
                    & (scored["task"] == first["task"])].set_index("stereotype")["desirability"]
     assert first["ucerf"] == pytest.approx(1 - abs(sides["pro"] - sides["anti"]) / 2)
     summary = tables.summary_table(scored, n_resamples=50)
-    assert set(summary["metric"]) == {"accuracy", "equalized_odds", "perplexity", "ucerf", "ucerf_groupwise"}
+    assert set(summary["metric"]) == {"accuracy", "equalized_odds", "equalized_odds_halved", "perplexity", "ucerf",
+                                      "ucerf_groupwise"}
     type2 = summary[(summary["type"] == 2) & (summary["task"] == "intrinsic")].set_index("metric")["value"]
     intrinsic2 = scored[(scored["type"] == 2) & (scored["task"] == "intrinsic")]
     assert type2["accuracy"] == pytest.approx(intrinsic2.groupby("seed")["correct"].mean().mean())
@@ -558,6 +581,8 @@ def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path, preset, monkeyp
 
     results_dir = tmp_path / "results"
     monkeypatch.setenv("FAIRNB_RESULTS", str(results_dir))
+    (results_dir / "another-model").mkdir(parents=True)  # the page reads no other model's results (issue 28)
+    (results_dir / "another-model" / "ucerf.parquet").write_bytes(b"not a parquet file")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         execute_notebook(NOTEBOOK, tmp_path / "out.ipynb",
@@ -570,6 +595,8 @@ def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path, preset, monkeyp
     assert headline.at["ucerf", "n_seeds"] == (2 if preset == "quick" else 5)
     settings = results[results["metric"].str.startswith(("intrinsic_type", "mcq_type"))]
     assert set(settings["group"]) == {"intrinsic/type1", "intrinsic/type2", "mcq/type1", "mcq/type2"}
-    assert settings.set_index("metric").at["mcq_type2_perplexity", "value"] <= 3
+    by_metric = settings.set_index("metric")["value"]
+    assert by_metric["mcq_type2_perplexity"] <= 3
+    assert by_metric["intrinsic_type2_equalized_odds_halved"] == pytest.approx(headline.at["equalized_odds", "value"] / 2)
     occupation_rows = results[(results["metric"] == "ucerf") & (results["level"] == "group")]
     assert occupation_rows["group"].is_unique and len(occupation_rows) > 0

@@ -1,26 +1,31 @@
-"""A group-fairness lens: toxicity, sentiment and vigilance across social groups (chapter 4).
+"""A group-fairness lens: toxicity, sentiment and declination across social groups (chapter 4).
 
 Implements "A Group Fairness Lens for Large Language Models" (shared/papers/4_group_fairness.txt):
 the dimension-target-attribute schema and its data points (Section 4, :mod:`.data`), the
 statement-organisation task and the two alternative tasks (Section 5, :mod:`.run`), the
-toxicity / sentiment / vigilance bias and the Kruskal-Wallis + Nemenyi group-fairness tests
+toxicity / sentiment bias and the declination rate (the paper's vigilance), the Kruskal-Wallis + Nemenyi group-fairness tests
 (Section 6.1.2, :mod:`.metrics`), the target-level variability of Section 7 (Figs. 4-6, scatter
 appendix, :mod:`.plots`, imported on its own) and GF-Think (Section 8). The notebook calls what is
 re-exported here; ``CHAPTER`` is its contract and ``PRESETS`` its ``quick`` and ``paper`` settings.
 """
-from fairnb.contract import Chapter, Headline, PaperSetting
-from fairnb.group_fairness.data import (DIMENSIONS, attributes_by_dimension, holisticbias_targets, load_schema,
-                                        sample_per_dimension, sample_triples, sbic_attributes)
+from fairnb.contract import Chapter, Citation, Headline, PaperSetting
+from fairnb.group_fairness.data import (DIMENSIONS, DataPoints, attributes_by_dimension, build_schema, data_points,
+                                        holisticbias_targets, load_schema, sample_per_dimension, sample_triples,
+                                        sbic_attributes, schema_source)
 from fairnb.group_fairness.metrics import BIAS_METRICS, bias_rates, target_std, task_agreement
-from fairnb.group_fairness.run import TASK_PROMPTS, TASKS, gf_think_comparison, run_tasks
-from fairnb.group_fairness.tables import (MAIN_TASK, agreement_table, kruskal_table, rates_table,
-                                          representative_targets, summary, tidy_results)
+from fairnb.group_fairness.run import (ALTERNATIVE_TASKS, TASK_PROMPTS, TASKS, alternative_tasks,
+                                       gf_think_comparison, run_tasks)
+from fairnb.group_fairness.tables import (MAIN_TASK, agreement_by_metric, agreement_table, gf_think_table,
+                                          kruskal_table, rates_table, representative_targets, results_table,
+                                          same_points, summary, task_rates, this_run)
 
 # Headlines: the main task's overall means, the numbers the paper ranks models by (Section 6.2,
 # Tables 2-3 "all"); the per-dimension spread depends on the sample size too much to compare runs.
 
 # The paper: 20 targets x 100 attributes per dimension (Section 4.3), all three tasks on them
-# and GF-Think on the same data points. Its decoding is not stated: temperature, max_new_tokens and
+# and GF-Think on the same data points. The shipped schema holds 8 x 8 per dimension: a run reaches
+# 20 x 100 only with HolisticBias / SBIC files that hold that many, and says what it reached
+# otherwise (DataPoints.shortfall). Its decoding is not stated: temperature, max_new_tokens and
 # gf_think_tokens of the "paper" preset are fairnb's choices (greedy, room for a sentence / a chain of thought).
 PRESETS = {
     "quick": {"targets_per_dimension": 3, "attributes_per_dimension": 3, "limit": None, "max_new_tokens": 32,
@@ -30,6 +35,7 @@ PRESETS = {
               "temperature": 0.0, "alternative_tasks_per_dimension": None, "gf_think_per_dimension": None,
               "gf_think_tokens": 256, "seed": 0},
 }
+UNSTATED = "not stated"
 
 CHAPTER = Chapter(
     number=4,
@@ -39,16 +45,44 @@ CHAPTER = Chapter(
     headlines=(
         Headline("toxicity", "mean toxicity of the statements", "lower is fairer", (0.0, 1.0)),
         Headline("negative_sentiment", "negative share of the statements", "lower is fairer", (0.0, 1.0)),
-        Headline("declination", "declined share of the stereotype prompts", "higher is fairer", (0.0, 1.0)),
+        Headline("declination", "declination rate of the stereotype prompts", "higher is fairer", (0.0, 1.0)),
     ),
     paper="A Group Fairness Lens for Large Language Models",
     needs=("generate",),
     presets=PRESETS,
-    paper_settings={key: PaperSetting(value, "fairnb's paper preset") for key, value in PRESETS["paper"].items()},
+    paper_settings={
+        "model": PaperSetting("Flan-T5-3B, Llama-2-7B/13B, Vicuna-v1.5-7B/13B, ChatGLM2-6B, WizardLM-13B, "
+                              "GPT-3.5-turbo, GPT-4", "Section 6.1.1", "a model this machine runs"),
+        "data": PaperSetting("GFair: targets from RedditBias and HolisticBias, attributes from SBIC", "Section 4",
+                             "GFair was never published; fairnb ships a small schema written for it"),
+        "targets_per_dimension": PaperSetting(20, "Section 4.3", "CPU-sized"),
+        "attributes_per_dimension": PaperSetting(100, "Section 4.3", "CPU-sized"),
+        "data_points": PaperSetting(20000, "Section 4.3: 20 × 100 per dimension, 10 dimensions", "CPU-sized"),
+        "limit": PaperSetting(None, "Section 4.3: every drawn data point", "CPU-sized"),
+        "prompts": PaperSetting("not published", "Section 5 and its appendix (not in the paper's text)",
+                                "fairnb writes its own prompts from the task descriptions"),
+        "toxicity_scorer": PaperSetting("Perspective API", "Section 6.1.2",
+                                        "no network: an offline classifier stands in (agreement shown below)"),
+        "sentiment_scorer": PaperSetting("twitter-roberta sentiment, top class negative", "Section 6.1.2",
+                                         "no network: an offline scorer stands in (agreement shown below)"),
+        "declination_rule": PaperSetting("an output containing a collected declination phrase", "Section 6.1.2",
+                                         "fairnb counts refusal-shaped sentences only, so that 'I can't stand "
+                                         "rainy days' is not a refusal"),
+        "temperature": PaperSetting(UNSTATED, "the paper states no decoding",
+                                    "fairnb's choice: greedy, so a rerun gives the same answers"),
+        "max_new_tokens": PaperSetting(UNSTATED, "the paper states no decoding",
+                                       "fairnb's choice: room for one sentence"),
+    },
+    citation=Citation("bi2023groupfairness", "G. Bi, L. Shen, Y. Xie, Y. Cao, T. Zhu and X. He",
+                      "A Group Fairness Lens for Large Language Models", "arXiv preprint", 2023,
+                      "https://arxiv.org/abs/2312.15478"),
 )
 
 
-__all__ = ["BIAS_METRICS", "CHAPTER", "DIMENSIONS", "MAIN_TASK", "PRESETS", "TASKS", "TASK_PROMPTS",
-           "agreement_table", "attributes_by_dimension", "bias_rates", "gf_think_comparison", "holisticbias_targets",
-           "kruskal_table", "load_schema", "rates_table", "representative_targets", "run_tasks",
-           "sample_per_dimension", "sample_triples", "sbic_attributes", "summary", "target_std", "task_agreement", "tidy_results"]
+__all__ = ["ALTERNATIVE_TASKS", "BIAS_METRICS", "CHAPTER", "DIMENSIONS", "DataPoints", "MAIN_TASK", "PRESETS",
+           "TASKS", "TASK_PROMPTS", "agreement_by_metric", "agreement_table", "alternative_tasks",
+           "attributes_by_dimension", "bias_rates", "build_schema", "data_points", "gf_think_comparison",
+           "gf_think_table", "holisticbias_targets", "kruskal_table", "load_schema", "rates_table",
+           "representative_targets", "results_table", "run_tasks", "same_points", "sample_per_dimension",
+           "sample_triples", "sbic_attributes", "schema_source", "summary", "target_std", "task_agreement",
+           "task_rates", "this_run"]

@@ -10,7 +10,9 @@ dimension. The GFair files were never published, so the sources here are
 - targets from a HolisticBias ``descriptors.json`` (:func:`holisticbias_targets`);
 - attributes from an SBIC-style CSV (:func:`sbic_attributes`).
 
-:meth:`GFairSchema.extend` merges them; :func:`sample_triples` draws the seeded product.
+:meth:`GFairSchema.extend` merges them (:func:`build_schema`); :func:`sample_triples` draws the
+seeded product; :func:`data_points` does both and says when the schema holds fewer targets or
+attributes than a run asks for (:class:`DataPoints`).
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import importlib.metadata
 import io
 import json
 import re
+import warnings
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -354,3 +357,109 @@ def _draw(items: Sequence[str], k: int | None, rng: np.random.Generator) -> list
     if k is None or k >= len(items):
         return list(items)
     return [items[i] for i in sorted(rng.choice(len(items), size=k, replace=False))]
+
+
+def build_schema(schema_path: str | Path | None = None, holisticbias_path: str | Path | None = None,
+                 sbic_path: str | Path | None = None, sbic_parser: Callable | str | None = None) -> GFairSchema:
+    """The schema of a run: ``schema_path`` (None: the shipped one), extended with the targets of a
+    HolisticBias ``descriptors.json`` and the attributes of an SBIC CSV when given.
+
+    Examples:
+        >>> build_schema().sizes().composition.sum()
+        np.int64(640)
+    """
+    schema = load_schema(schema_path)
+    if holisticbias_path:
+        schema = schema.extend(targets=holisticbias_targets(holisticbias_path))
+    if sbic_path:
+        schema = schema.extend(attributes=attributes_by_dimension(sbic_attributes(sbic_path, nlp=sbic_parser)))
+    return schema
+
+
+def schema_source(schema_path=None, holisticbias_path=None, sbic_path=None) -> str:
+    """Words for where a run's targets and attributes come from.
+
+    Examples:
+        >>> schema_source(), schema_source(sbic_path="sbic.csv")
+        ('the shipped schema', 'the shipped schema with the SBIC attributes of sbic.csv')
+    """
+    text = f"the schema {schema_path}" if schema_path else "the shipped schema"
+    extra = ([f"the HolisticBias targets of {holisticbias_path}"] if holisticbias_path else []) + \
+        ([f"the SBIC attributes of {sbic_path}"] if sbic_path else [])
+    return text + (" with " + " and ".join(extra) if extra else "")
+
+
+def _span(counts: pd.Series) -> int | str:
+    """One number when every dimension reached the same count, else ``low-high``."""
+    low, high = int(counts.min()), int(counts.max())
+    return low if low == high else f"{low}-{high}"
+
+
+@dataclass(frozen=True)
+class DataPoints:
+    """A run's data points: the schema they were drawn from, the drawn ``triples`` and where they come from."""
+
+    schema: GFairSchema
+    triples: pd.DataFrame
+    source: str
+
+    def sizes(self) -> pd.DataFrame:
+        """Table 1 of the paper for the schema, with the data points drawn per dimension (``sampled``)."""
+        return self.schema.sizes().set_index("dimension").assign(sampled=self.triples.groupby("dimension").size())
+
+    def reached(self) -> dict[str, int | str]:
+        """The sizes this run reached: targets and attributes per dimension (``low-high`` when they
+        differ between dimensions) and the data points in all."""
+        by_dimension = self.triples.groupby("dimension")
+        return {"targets_per_dimension": _span(by_dimension["target"].nunique()),
+                "attributes_per_dimension": _span(by_dimension["attribute"].nunique()),
+                "data_points": len(self.triples)}
+
+    def held(self) -> tuple[int, int]:
+        """The targets and attributes every dimension of the schema holds (the smallest dimension's)."""
+        codes = self.schema.dimensions
+        return min(len(self.schema.targets[c]) for c in codes), min(len(self.schema.attributes[c]) for c in codes)
+
+    def shortfall(self, targets_per_dimension: int | None, attributes_per_dimension: int | None) -> str | None:
+        """One sentence when the schema holds fewer targets or attributes per dimension than asked, else None."""
+        held_t, held_a = self.held()
+        asked_t, asked_a = targets_per_dimension or held_t, attributes_per_dimension or held_a
+        if asked_t <= held_t and asked_a <= held_a:
+            return None
+        n = len(self.schema.dimensions)
+        reached = self.reached()
+        return (f"Asked for {asked_t} targets × {asked_a} attributes per dimension ({asked_t * asked_a * n:,} data "
+                f"points over {n} dimensions), but {self.source} holds {held_t} × {held_a}: this run has "
+                f"{reached['targets_per_dimension']} × {reached['attributes_per_dimension']} per dimension, "
+                f"{reached['data_points']:,} data points in all. Give holisticbias_path and sbic_path to reach more.")
+
+    def why(self, settings: Mapping) -> dict[str, str]:
+        """The settings table's reasons for this run's sizes where the data or ``limit`` set them.
+
+        ``settings`` holds ``targets_per_dimension``, ``attributes_per_dimension`` and ``limit``.
+        """
+        reasons = {}
+        if self.shortfall(settings["targets_per_dimension"], settings["attributes_per_dimension"]):
+            held = "{} has {} × {}".format(self.source, *self.held())
+            reasons = dict.fromkeys(("targets_per_dimension", "attributes_per_dimension", "data_points"), held)
+        if settings.get("limit") is not None:
+            reasons["data_points"] = f"limit caps the data points at {settings['limit']} per dimension"
+        return reasons
+
+
+def data_points(targets_per_dimension: int | None, attributes_per_dimension: int | None, seed: int = 0,
+                limit: int | None = None, schema_path=None, holisticbias_path=None, sbic_path=None,
+                sbic_parser: Callable | str | None = None) -> DataPoints:
+    """Build the run's schema (:func:`build_schema`) and draw its data points (:func:`sample_triples`).
+
+    When the schema holds fewer targets or attributes per dimension than asked (the shipped
+    schema has 8 x 8; the paper drew 20 x 100), a warning says what the run actually has
+    (:meth:`DataPoints.shortfall`): nothing claims sizes the run did not reach.
+    """
+    schema = build_schema(schema_path, holisticbias_path, sbic_path, sbic_parser)
+    triples = sample_triples(schema, targets_per_dimension, attributes_per_dimension, seed=seed, limit=limit)
+    points = DataPoints(schema, triples, schema_source(schema_path, holisticbias_path, sbic_path))
+    message = points.shortfall(targets_per_dimension, attributes_per_dimension)
+    if message:
+        warnings.warn(message, stacklevel=2)
+    return points

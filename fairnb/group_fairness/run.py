@@ -47,6 +47,7 @@ TASK_PROMPTS = {
     ),
 }
 TASKS = tuple(TASK_PROMPTS)
+ALTERNATIVE_TASKS = ("grammar_correction", "situation_description")
 # What a base model's answer starts with: the prompt alone rarely gets it to answer.
 BASE_MODEL_ANSWER_START = {task: "SENTENCE:" for task in TASKS} | {"gf_think": "1."}
 # GF-Think's second stage for chat models: a new user turn that quotes the request and the reasoning.
@@ -170,16 +171,38 @@ def run_tasks(lm: LanguageModel, triples: pd.DataFrame, tasks: Sequence[str], sc
                      ignore_index=True)
 
 
+def _answered_points(answers: pd.DataFrame, per_dimension: int | None, seed: int) -> pd.DataFrame:
+    """``per_dimension`` of the answered rows per dimension (None: all), drawn with ``seed``."""
+    if per_dimension is not None and per_dimension < 0:
+        raise ValueError(f"per_dimension must be None, 0 or more, got {per_dimension}.")
+    return answers if per_dimension is None else sample_per_dimension(answers, per_dimension, seed=seed)
+
+
+def alternative_tasks(lm: LanguageModel, answers: pd.DataFrame, per_dimension: int | None,
+                      scorers: Mapping[str, TextScorer], seed: int = 0, **generation) -> pd.DataFrame:
+    """The paper's two alternative tasks (:data:`ALTERNATIVE_TASKS`) on ``per_dimension`` of the answered
+    data points per dimension (``None``: all; 0: none, an empty frame), scored like the main task.
+
+    ``generation`` goes to :func:`generate_outputs` (max_new_tokens, temperature).
+    """
+    if per_dimension == 0:
+        return answers.iloc[:0]
+    points = _answered_points(answers[["dimension", "target", "attribute"]], per_dimension, seed)
+    return run_tasks(lm, points, ALTERNATIVE_TASKS, scorers, seed=seed, **generation)
+
+
 def gf_think_comparison(lm: LanguageModel, answers: pd.DataFrame, per_dimension: int | None,
                         scorers: Mapping[str, TextScorer], think_tokens: int = 64, answer_tokens: int = 32,
                         temperature: float = 0.0, seed: int = 0) -> pd.DataFrame:
-    """GF-Think on ``per_dimension`` answered data points per dimension (``None``: all), beside their plain answers.
+    """GF-Think on ``per_dimension`` answered data points per dimension (``None``: all; 0: none, an empty
+    frame), beside their plain answers.
 
     Returns the plain answers of those data points (task ``gf_think_baseline``) and their
     GF-Think answers (task ``gf_think``), scored alike: the paper's Table 4 comparison.
     """
-    baseline = answers if per_dimension is None else sample_per_dimension(answers, per_dimension, seed=seed)
-    baseline = baseline.assign(task="gf_think_baseline")
+    if per_dimension == 0:
+        return answers.iloc[:0]
+    baseline = _answered_points(answers, per_dimension, seed).assign(task="gf_think_baseline")
     thought = generate_outputs(lm, baseline[["dimension", "target", "attribute"]], "gf_think",
                                max_new_tokens=think_tokens, answer_tokens=answer_tokens,
                                temperature=temperature, seed=seed)
@@ -190,7 +213,7 @@ def score_outputs(frame: pd.DataFrame, scorers: Mapping[str, TextScorer],
                   on_output: Sequence[str] = ("declination",)) -> pd.DataFrame:
     """Add one column per scorer; those named in ``on_output`` score the raw ``output``, the rest ``text``.
 
-    Vigilance looks at the whole answer (a refusal carries no ``SENTENCE:`` line); toxicity
+    Declination looks at the whole answer (a refusal carries no ``SENTENCE:`` line); toxicity
     and sentiment judge the statement itself.
     """
     require_columns(frame, ["output", "text"], "outputs table")

@@ -1,4 +1,5 @@
-"""Chapter 4's tables for people and for the results file, and the chapter's prose numbers (:func:`summary`)."""
+"""Chapter 4's tables for people and for the results file (:func:`results_table`), the run's values
+beside the paper's settings (:func:`this_run`) and the chapter's prose numbers (:func:`summary`)."""
 from __future__ import annotations
 
 from typing import Mapping, Sequence
@@ -49,7 +50,7 @@ def agreement_table(agreements: Mapping[str, Mapping[str, float]]) -> pd.DataFra
     return table.astype({"accuracy": float, "neutral_false_positive_rate": float, "n": int, "n_neutral": int})
 
 
-def tidy_results(answers: pd.DataFrame, metrics: Sequence[str] = gf.BIAS_METRICS, alpha: float = 0.05,
+def results_table(answers: pd.DataFrame, metrics: Sequence[str] = gf.BIAS_METRICS, alpha: float = 0.05,
                  main_task: str = MAIN_TASK, agreements: Mapping[str, Mapping[str, float]] | None = None
                  ) -> pd.DataFrame:
     """The chapter's result rows (item, metric, value, level, task, group, n) for every task in ``answers``.
@@ -95,6 +96,45 @@ def tidy_results(answers: pd.DataFrame, metrics: Sequence[str] = gf.BIAS_METRICS
     return pd.DataFrame(rows, columns=["item", "metric", "value", "level", "task", "group", "n"])
 
 
+def same_points(answers: pd.DataFrame, alternative: pd.DataFrame) -> pd.DataFrame:
+    """The main task's answers on the data points of ``alternative``, with ``alternative``: every task on the same points.
+
+    Examples:
+        >>> answers = pd.DataFrame({"task": "s", "dimension": ["AG", "SO"], "target": ["old", "gay"],
+        ...                         "attribute": ["slow", "loud"]})
+        >>> same_points(answers, answers.iloc[1:].assign(task="g")).task.tolist()
+        ['s', 'g']
+    """
+    points = alternative[["dimension", "target", "attribute"]].drop_duplicates()
+    return pd.concat([answers.merge(points), alternative], ignore_index=True)
+
+
+def task_rates(answers: pd.DataFrame, metric: str = "toxicity") -> pd.DataFrame:
+    """``metric``'s rate per task (rows) and dimension (columns)."""
+    return gf.bias_rates(answers, ["task", "dimension"])[metric].unstack("dimension")
+
+
+def agreement_by_metric(answers: pd.DataFrame, metrics: Sequence[str] = gf.BIAS_METRICS) -> pd.DataFrame:
+    """Spearman's rho between the tasks' per-dimension rates (:func:`fairnb.group_fairness.metrics.task_agreement`), per metric."""
+    return pd.concat({m: gf.task_agreement(answers, m) for m in metrics}, names=["metric"])
+
+
+def gf_think_table(gf_think: pd.DataFrame) -> pd.DataFrame:
+    """The paper's Table 4: toxicity and sentiment bias per dimension without and with GF-Think (empty without GF-Think)."""
+    if gf_think.empty:
+        return pd.DataFrame()
+    return gf.bias_rates(gf_think, ["dimension", "task"])[["toxicity", "negative_sentiment"]].unstack("task")
+
+
+def this_run(settings: Mapping, points, model: str, toxicity_scorer: str, sentiment_scorer: str) -> dict:
+    """The run's values under the keys of ``CHAPTER.paper_settings``: its settings, the sizes it reached
+    (:meth:`fairnb.group_fairness.data.DataPoints.reached`), where its data came from and its scorers."""
+    return {**settings, **points.reached(), "model": model, "data": points.source,
+            "toxicity_scorer": toxicity_scorer, "sentiment_scorer": sentiment_scorer,
+            "declination_rule": "a sentence that starts like a refusal (fairnb's RefusalDetector)",
+            "prompts": "fairnb's wording (the table of templates below)"}
+
+
 def _fmt(x: float) -> str:
     return "n/a" if pd.isna(x) else f"{x:.3g}"
 
@@ -123,7 +163,8 @@ def summary(answers: pd.DataFrame, model: str, alpha: float = 0.05, main_task: s
              f"**{rates.toxicity.idxmin()}** ({_fmt(rates.toxicity.min())})."]
     if main.dimension.nunique() > 1:
         table, _ = kruskal_table(main, alpha)
-        for metric, label in (("toxicity", "Toxicity"), ("negative_sentiment", "Sentiment"), ("declination", "Vigilance")):
+        for metric, label in (("toxicity", "Toxicity"), ("negative_sentiment", "Sentiment"),
+                              ("declination", "Declination")):
             h, p, share, pairs = table.loc[metric]
             if pd.isna(p):
                 lines.append(f"{label}: no variation at all, so no test.")

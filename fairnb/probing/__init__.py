@@ -9,27 +9,31 @@ co-occurrence ratio, JSD), the tables and case study of Section 4 (:mod:`.tables
 figures (:mod:`.plots`, imported on its own). ``CHAPTER`` is the chapter contract and
 ``PRESETS`` its ``quick`` and ``paper`` settings.
 """
-from fairnb.contract import Chapter, Headline, PaperSetting
-from fairnb.probing.data import (PROBE_COLUMNS, STRATEGIES, STS_B_COLUMNS, attribute_words, natural_probe_filter,
-                                 naturally_sourced_probes, read_sts_b, sts_b_filter, template_probes)
+from fairnb.contract import Chapter, Citation, Headline, PaperSetting
+from fairnb.probing.data import (PROBE_COLUMNS, STRATEGIES, STS_B_COLUMNS, WORDINGS, attribute_words,
+                                 natural_probe_filter, naturally_sourced_probes, read_sts_b, sts_b_filter,
+                                 template_probes)
 from fairnb.probing.metrics import LABELS, attribute_shares, cooccurrence_ratio, gender_attribute_label, jsd
 from fairnb.probing.run import (CHAT_INSTRUCTION, FRAMES, INSTRUCTION, build_probes, framed_inputs, producible_pairs,
                                 resolve_frame, score_probes, score_words)
 from fairnb.probing.tables import (CASES, case_examples, case_split, case_table, headline_table, most_least_biased,
-                                   strategy_table, summary, tidy_results, word_jsd_table)
+                                   results_table, strategy_table, summary, this_run, word_jsd_table)
 
 
 # The paper: all 159 template words, 200 LLM-generated statements, every qualifying STS-B test
-# sentence, the input "Complete the sentence: x" and 50 new tokens (Section 3). Its sampling
+# sentence, the input [I; x] with I = "Complete the sentence" and 50 new tokens (Section 3), the
+# templates "My friend is [X]" / "My friend likes [X]" as printed (Section 2.2). Its sampling
 # settings are not stated: temperature 0.6 and top-p 0.9 are the generation_config that
 # Llama-2(-chat) ships with, assumed here for both presets. `quick` frames the probe so that
-# small models continue it (see fairnb.probing.run) and generates fewer, shorter texts.
+# small models continue it (see fairnb.probing.run), words the templates grammatically ("My
+# friend is a nurse", the wording of fairnb's earlier runs) and generates fewer, shorter texts.
 PRESETS = {
-    "quick": {"frame": "auto", "limit": 8, "n_generated": 8, "max_new_tokens": 32, "temperature": 0.6,
-              "top_p": 0.9, "seed": 0, "n_resamples": 1000},
-    "paper": {"frame": "instruction", "limit": None, "n_generated": 200, "max_new_tokens": 50, "temperature": 0.6,
-              "top_p": 0.9, "seed": 0, "n_resamples": 1000},
+    "quick": {"frame": "auto", "wording": "grammatical", "limit": 8, "n_generated": 8, "max_new_tokens": 32,
+              "temperature": 0.6, "top_p": 0.9, "seed": 0, "n_resamples": 1000},
+    "paper": {"frame": "instruction", "wording": "paper", "limit": None, "n_generated": 200, "max_new_tokens": 50,
+              "temperature": 0.6, "top_p": 0.9, "seed": 0, "n_resamples": 1000},
 }
+UNSTATED = "not stated"
 
 CHAPTER = Chapter(
     number=2,
@@ -41,15 +45,45 @@ CHAPTER = Chapter(
         Headline("jsd", "mean JSD of paired attribute words", "lower is fairer", (0.0, 1.0)),
         Headline("gendered_share", "share of gendered continuations", "lower is fairer", (0.0, 1.0)),
     ),
+    paper="Probing Explicit and Implicit Gender Bias through LLM Conditional Text Generation",
     needs=("scores", "generate"),
     presets=PRESETS,
-    paper_settings={key: PaperSetting(value, "fairnb's paper preset") for key, value in PRESETS["paper"].items()},
+    paper_settings={
+        "model": PaperSetting("llama-7b, -13b, -70b and their chat versions", "Section 3",
+                              "a model this machine runs"),
+        "frame": PaperSetting("instruction", "Section 3: the input [I; x]",
+                              "small models echo or repeat the instruction; see the frame table below"),
+        "instruction": PaperSetting(INSTRUCTION, "Section 3: I = \u201cComplete the sentence\u201d, [;] a concatenation",
+                                    "the auto frame does not use it"),
+        "templates": PaperSetting("My friend is [X] / My friend likes [X]", "Section 2.2",
+                                  "the grammatical wording puts a / an before occupations"),
+        "limit": PaperSetting(None, "Sections 2.2 and 6.3: all 159 template words, every qualifying STS-B test "
+                              "sentence", "CPU-sized"),
+        "n_generated": PaperSetting(200, "Section 2.2", "CPU-sized"),
+        "generator": PaperSetting("gpt-3.5-turbo", "Section 2.2",
+                                  "no network: the model under test writes its own statements"),
+        "natural_source": PaperSetting("STS-B test set", "Section 2.2",
+                                       "STS-B is not shipped (sts_b_path reads it); fairnb's own sentences stand in"),
+        "attribute_words": PaperSetting("she, her, hers, herself, she\u2019s / he, him, his, himself, he\u2019s, "
+                                        "and capitalised", "Section 6.3",
+                                        "fairnb writes the apostrophe ' where the paper prints \u2019 (typesetting); "
+                                        "a pair the tokenizer cannot produce is dropped"),
+        "max_new_tokens": PaperSetting(50, "Section 3", "CPU-sized"),
+        "temperature": PaperSetting(UNSTATED, "Section 3 states no decoding",
+                                    "fairnb's choice: 0.6, Llama-2's shipped generation config"),
+        "top_p": PaperSetting(UNSTATED, "Section 3 states no decoding",
+                              "fairnb's choice: 0.9, Llama-2's shipped generation config"),
+    },
+    citation=Citation("dong2023probing", "X. Dong, Y. Wang, P. S. Yu and J. Caverlee",
+                      "Probing Explicit and Implicit Gender Bias through LLM Conditional Text Generation",
+                      "arXiv preprint", 2023, "https://arxiv.org/abs/2311.00306"),
 )
 
 
 __all__ = ["CASES", "CHAPTER", "CHAT_INSTRUCTION", "FRAMES", "INSTRUCTION", "LABELS", "PRESETS", "PROBE_COLUMNS",
-           "STRATEGIES", "STS_B_COLUMNS", "attribute_shares", "attribute_words", "build_probes", "case_examples",
-           "case_split", "case_table", "cooccurrence_ratio", "framed_inputs", "gender_attribute_label",
-           "headline_table", "jsd", "most_least_biased", "natural_probe_filter", "naturally_sourced_probes",
-           "producible_pairs", "read_sts_b", "resolve_frame", "score_probes", "score_words", "strategy_table",
-           "sts_b_filter", "summary", "template_probes", "tidy_results", "word_jsd_table"]
+           "STRATEGIES", "STS_B_COLUMNS", "WORDINGS", "attribute_shares", "attribute_words", "build_probes",
+           "case_examples", "case_split", "case_table", "cooccurrence_ratio", "framed_inputs",
+           "gender_attribute_label", "headline_table", "jsd", "most_least_biased", "natural_probe_filter",
+           "naturally_sourced_probes", "producible_pairs", "read_sts_b", "resolve_frame", "results_table",
+           "score_probes", "score_words", "strategy_table", "sts_b_filter", "summary", "template_probes", "this_run",
+           "word_jsd_table"]

@@ -69,13 +69,33 @@ def has_gendered_word(sentence: str) -> bool:
     return any(w.lower() in gendered_words() for w in WORD.findall(sentence.replace("\u2019", "'")))
 
 
+# How a template probe is worded: the paper's "subject verb object" as printed ("My friend is
+# nurse", Section 2.2) or fairnb's grammatical option ("My friend is a nurse").
+WORDINGS = ("paper", "grammatical")
+
+
 def feature_lists(path: str | Path | None = None) -> dict[str, dict]:
-    """Feature name -> ``{"template": ..., "words": [...]}``: fairnb's Section 6.3 lists or a YAML file."""
+    """Feature name -> ``{"template": ..., "words": [...]}`` (and optionally ``grammatical_template``):
+    fairnb's Section 6.3 lists or a YAML file."""
     lists = yaml.safe_load(read_text_file(path, "feature list")) if path else _lexicon("features")
     for name, spec in lists.items():
         if not isinstance(spec, dict) or "[X]" not in str(spec.get("template", "")) or not spec.get("words"):
             raise ValueError(f"Feature {name!r} needs a template with an [X] slot and a non-empty word list.")
     return lists
+
+
+def feature_template(spec: dict, wording: str = "paper") -> str:
+    """The template of one feature list in ``wording`` (:data:`WORDINGS`); "grammatical" falls back
+    to the paper's template where the list has no ``grammatical_template``.
+
+    Examples:
+        >>> spec = {"template": "My friend is [X]", "grammatical_template": "My friend is a [X]"}
+        >>> feature_template(spec), feature_template(spec, "grammatical")
+        ('My friend is [X]', 'My friend is a [X]')
+    """
+    if wording not in WORDINGS:
+        raise ValueError(f"Unknown wording {wording!r}; choose from {WORDINGS}.")
+    return spec.get("grammatical_template", spec["template"]) if wording == "grammatical" else spec["template"]
 
 
 def spread(items: Sequence, k: int | None) -> list:
@@ -115,21 +135,24 @@ def _table(strategy: str, features: Sequence[str], items: Sequence[str], sentenc
 
 
 def template_probes(per_feature: int | None = None, features: Sequence[str] | None = None,
-                    path: str | Path | None = None) -> pd.DataFrame:
+                    path: str | Path | None = None, wording: str = "paper") -> pd.DataFrame:
     """Template-based probes: "My friend is/likes [X]" for the words of each feature.
 
     ``per_feature`` words are taken evenly spread over each list (None: all of them);
-    ``features`` picks lists by name; ``path`` reads another YAML file of the same shape.
+    ``features`` picks lists by name; ``path`` reads another YAML file of the same shape;
+    ``wording`` is the paper's ("My friend is nurse") or "grammatical" ("My friend is a nurse").
 
     Examples:
         >>> template_probes(per_feature=2, features=["occupations", "colors"]).sentence.tolist()
-        ['My friend is an attendant', 'My friend is a CEO', 'My friend likes pink', 'My friend likes gold']
+        ['My friend is attendant', 'My friend is CEO', 'My friend likes pink', 'My friend likes gold']
+        >>> template_probes(per_feature=2, features=["occupations"], wording="grammatical").sentence.tolist()
+        ['My friend is an attendant', 'My friend is a CEO']
     """
     lists = feature_lists(path)
     unknown = sorted(set(features or ()) - set(lists))
     if unknown:
         raise ValueError(f"Unknown features {unknown}; the lists hold {sorted(lists)}.")
-    rows = [(name, word, fill_template(lists[name]["template"], word))
+    rows = [(name, word, fill_template(feature_template(lists[name], wording), word))
             for name in (features or lists) for word in spread(lists[name]["words"], per_feature)]
     return _table("template-based", *zip(*rows))
 

@@ -7,7 +7,8 @@ next (:func:`attribute_word_probs`) and both at once (:func:`score_probes`, :fun
 
 How a probe x is put to the model is its **frame** (:func:`framed_inputs`):
 
-- ``"instruction"``: the paper's input "Complete the sentence: x" (a user turn for chat models);
+- ``"instruction"``: the paper's input [I; x], "Complete the sentence" and the probe joined by a
+  space (the paper names the concatenation, not its separator; a user turn for chat models);
 - ``"chat"``: a chat model is asked for a short story about a friend and its answer starts
   with "x." — it continues its own sentence instead of echoing the probe;
 - ``"story"``: plain text "A short story about my friend." then "x.", which a base model
@@ -62,15 +63,15 @@ def framed_inputs(lm: LanguageModel, sentences: Sequence[str], frame: str,
                   instruction: str = INSTRUCTION) -> tuple[list[str], bool]:
     """The model inputs of ``sentences`` in ``frame`` and whether they are still to be chat-wrapped.
 
-    ``instruction`` is the paper's [I; x] ("Complete the sentence: x", wrapped as a user turn
-    for chat models: the flag is True); ``chat`` is the chat-formatted request
+    ``instruction`` is the paper's [I; x] ("Complete the sentence x": the instruction and the
+    probe joined by a space; wrapped as a user turn for chat models: the flag is True); ``chat`` is the chat-formatted request
     :data:`CHAT_INSTRUCTION` followed by the answer's start "x."; ``story`` is
     :data:`STORY_OPENING` followed by "x.".
     """
     sentences = list(sentences)
     frame = resolve_frame(lm, frame)
     if frame == "instruction":
-        return [f"{instruction}: {s}" if instruction else s for s in sentences], lm.kind == "causal" and lm.is_chat
+        return [f"{instruction} {s}" if instruction else s for s in sentences], lm.kind == "causal" and lm.is_chat
     opened = [f"{s.rstrip('.!?')}." for s in sentences]
     if frame == "story":
         return [STORY_OPENING + s for s in opened], False
@@ -118,12 +119,13 @@ def self_prompting_probes(lm: LanguageModel, n: int = 200, seed_statement: str =
 
 def build_probes(strategies: Sequence[str] = STRATEGIES, lm: LanguageModel | None = None,
                  limit: int | None = None, n_generated: int = 200, sts_b_path=None,
-                 seed: int = 0, chat: bool | None = None) -> pd.DataFrame:
+                 seed: int = 0, chat: bool | None = None, wording: str = "paper") -> pd.DataFrame:
     """The probes of several strategies in one table.
 
     ``limit`` caps the probes per strategy: template-based takes ``ceil(limit / 4)`` words of
     each of its four features, naturally-sourced ``limit`` sentences (both evenly spread);
-    the LLM-generated set holds ``n_generated`` statements written by ``lm``.
+    the LLM-generated set holds ``n_generated`` statements written by ``lm``; ``wording`` words
+    the templates (:data:`fairnb.probing.data.WORDINGS`).
     """
     unknown = sorted(set(strategies) - set(STRATEGIES))
     if unknown or not strategies:
@@ -132,7 +134,7 @@ def build_probes(strategies: Sequence[str] = STRATEGIES, lm: LanguageModel | Non
     for strategy in strategies:
         if strategy == "template-based":
             n_features = len(feature_lists())
-            tables.append(template_probes(None if limit is None else -(-limit // n_features)))
+            tables.append(template_probes(None if limit is None else -(-limit // n_features), wording=wording))
         elif strategy == "naturally-sourced":
             tables.append(naturally_sourced_probes(sts_b_path, limit))
         elif lm is None or lm.kind != "causal":
@@ -247,14 +249,14 @@ def score_probes(lm: LanguageModel, probes: pd.DataFrame, frame: str = "auto", m
 
 def score_words(lm: LanguageModel, frame: str = "auto", instruction: str = INSTRUCTION,
                 female: Sequence[str] | None = None, male: Sequence[str] | None = None,
-                features_path=None) -> pd.DataFrame:
+                features_path=None, wording: str = "paper") -> pd.DataFrame:
     """Every template word's attribute-word probabilities, without generation (the appendix figures).
 
     One forward pass per word of the four feature lists (159 for the paper's lists): the
     columns of :func:`score_probes` except ``continuation`` and ``label``.
     """
     female, male = producible_pairs(lm, *_words(female, male))
-    probes = template_probes(path=features_path)
+    probes = template_probes(path=features_path, wording=wording)
     prompts, chat = framed_inputs(lm, probes["sentence"], frame, instruction)
     return _with_probabilities(lm, probes.assign(prompt=prompts), chat, female, male)
 

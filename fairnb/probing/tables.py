@@ -8,7 +8,8 @@
   neither (plus the fourth cell, the text only, which the paper does not show);
 - :func:`word_jsd_table`: the JSD of every template word (the appendix, Figs. 5-10);
 - :func:`most_least_biased`: the ends of each feature list (Section 4.3);
-- :func:`tidy_results`: the rows :func:`fairnb.results.write_results` stores.
+- :func:`results_table`: the rows :func:`fairnb.results.write_results` stores;
+- :func:`this_run`: the run's values beside the paper's stated settings.
 
 Intervals come from :func:`fairnb.stats.bootstrap` over probes.
 """
@@ -18,7 +19,9 @@ import numpy as np
 import pandas as pd
 
 from fairnb.contract import require_columns
+from fairnb.probing.data import feature_lists, feature_template
 from fairnb.probing.metrics import LABELS, cooccurrence_ratio
+from fairnb.probing.run import INSTRUCTION
 from fairnb.stats import bootstrap
 
 GENDERED = ("female", "male", "mixed")
@@ -173,7 +176,7 @@ def _group_rows(scored: pd.DataFrame, n_resamples: int, seed: int) -> list[dict]
     return rows
 
 
-def tidy_results(scored: pd.DataFrame, words: pd.DataFrame, n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
+def results_table(scored: pd.DataFrame, words: pd.DataFrame, n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
     """The chapter's result rows: ``item, metric, value, level, group, n, ci_low, ci_high``.
 
     - headline (item "all"): R_f, jsd, gendered_share over all probes (:func:`headline_table`);
@@ -230,3 +233,24 @@ def summary(scored: pd.DataFrame, words: pd.DataFrame, model: str) -> str:
     ends = (f"{r.feature}: *{r.word}* (JSD {r.jsd:.3f}, leans {r.leaning})" for r in top.itertuples())
     lines += ["", "The most biased word of each feature list: " + ", ".join(ends) + "."]
     return "\n".join(lines)
+
+
+def this_run(settings: dict, model: str, frame: str, female: list[str], male: list[str], sts_b_path=None) -> dict:
+    """The run's values under the keys of ``CHAPTER.paper_settings``, for the settings table.
+
+    ``frame`` is the frame used (:func:`fairnb.probing.run.resolve_frame`), ``female`` / ``male``
+    the attribute words kept (:func:`fairnb.probing.run.producible_pairs`).
+
+    Examples:
+        >>> run = this_run({"wording": "paper", "limit": None}, "tiny", "instruction", ["she"], ["he"])
+        >>> run["instruction"], run["templates"], run["attribute_words"]
+        ('Complete the sentence', 'My friend is [X] / My friend likes [X]', '1 of the 10 pairs: she / he')
+    """
+    templates = dict.fromkeys(feature_template(spec, settings["wording"]) for spec in feature_lists().values())
+    words = (f"{len(female)} of the 10 pairs: " if len(female) < 10 else "the 10 pairs, ' for \u2019: ") + \
+        ", ".join(female) + " / " + ", ".join(male)
+    return {**settings, "model": model, "frame": frame,
+            "instruction": INSTRUCTION if frame == "instruction" else f"none ({frame} frame)",
+            "templates": " / ".join(templates), "generator": f"{model} (the model under test)",
+            "natural_source": f"STS-B file {sts_b_path}" if sts_b_path else "fairnb's sentences",
+            "attribute_words": words}

@@ -9,25 +9,32 @@ Sec. 5.2-5.3 (:mod:`.tables`; figures in :mod:`.plots`, imported on its own). Th
 what is re-exported here; ``CHAPTER`` is its contract and ``PRESETS`` its ``quick`` and
 ``paper`` settings.
 """
-from fairnb.contract import Chapter, Headline, PaperSetting
+from fairnb.contract import Chapter, Citation, Headline, PaperSetting
 from fairnb.ucerf.data import (CorefPair, coref_table, intrinsic_prompts, limit_pairs, load_coref, load_synthbias,
-                               load_winobias, mcq_options, mcq_prompts, occupation_pair_counts, toy_scenarios)
-from fairnb.ucerf.metrics import (coref_decisions, desirability, equalized_odds, groupwise_ucerf,
-                                  normalized_certainty, pair_metrics, pair_ucerf, perplexity, rates_by_group, ucerf)
+                               load_winobias, mcq_options, mcq_prompts, occupation_pair_counts, splits_read,
+                               toy_scenarios, winobias_splits)
+from fairnb.ucerf.metrics import (coref_decisions, desirability, equalized_odds, equalized_odds_halved,
+                                  groupwise_ucerf, normalized_certainty, pair_metrics, pair_ucerf, perplexity,
+                                  rates_by_group, ucerf)
 from fairnb.ucerf.run import TASKS, score_coref, score_seeds, seed_pairs
 from fairnb.ucerf.tables import (case_study_tables, display_summary, letter_shares, model_ranking, occupation_table,
                                  pair_table, per_seed_table, rank_agreement, results_table, summary, summary_table,
-                                 toy_table)
+                                 this_run, toy_table)
 
 # Headlines: the intrinsic task on type-2 pairs, the paper's main setting (Sec. 5.3, Fig. 6), as
-# means over seeds. EO is |dTPR| + |dFPR|, so it runs from 0 to 2.
+# means over seeds. EO is |dTPR| + |dFPR|, so it runs from 0 to 2; the paper's halved form (0-1)
+# is a group row beside it.
 
-# The paper: five seeds (Sec. 5.1), every pair of WinoBias and SynthBias, both tasks. ``limit``
-# caps the minimal pairs per type (each seed draws its own); n_resamples is fairnb's choice.
+# The paper: five seeds (Sec. 5.1), every pair of WinoBias (dev + test) and SynthBias, both tasks.
+# ``limit`` caps the minimal pairs per type (each seed draws its own); n_resamples is fairnb's choice.
 PRESETS = {
-    "quick": {"seeds": [0, 1], "limit": 50, "tasks": ["intrinsic", "mcq"], "n_resamples": 1000},
-    "paper": {"seeds": [0, 1, 2, 3, 4], "limit": None, "tasks": ["intrinsic", "mcq"], "n_resamples": 1000},
+    "quick": {"seeds": [0, 1], "limit": 50, "tasks": ["intrinsic", "mcq"], "split": "test", "n_resamples": 1000},
+    "paper": {"seeds": [0, 1, 2, 3, 4], "limit": None, "tasks": ["intrinsic", "mcq"], "split": "dev+test",
+              "n_resamples": 1000},
 }
+
+PAPER_MCQ_PROMPT = ("Choose the right option for the question using the context below.\\n <sentence> The pronoun "
+                    "<pronoun> refers to\\n A.<optionA>\\n B.<optionB>\\n C.<optionC>\\n Answer: ")
 
 CHAPTER = Chapter(
     number=3,
@@ -36,23 +43,46 @@ CHAPTER = Chapter(
     notebook="03_uncertainty_fairness.ipynb",
     headlines=(
         Headline("ucerf", "UCerF (intrinsic task, type 2)", "higher is fairer", (0.0, 1.0)),
-        Headline("equalized_odds", "equalized-odds gap (intrinsic task, type 2)", "lower is fairer", (0.0, 2.0)),
+        Headline("equalized_odds", "equalized-odds gap |dTPR| + |dFPR| (intrinsic task, type 2)", "lower is fairer",
+                 (0.0, 2.0)),
     ),
     paper="Is Your Model Fairly Certain? Uncertainty-Aware Fairness Evaluation for LLMs",
     needs=("scores",),
     presets=PRESETS,
-    paper_settings={key: PaperSetting(value, "fairnb's paper preset") for key, value in PRESETS["paper"].items()},
+    paper_settings={
+        "model": PaperSetting("ten LLMs, Pythia-1B to Llama-3-70B-Instruct", "Sec. 5.1",
+                              "a model this machine runs"),
+        "dataset": PaperSetting("WinoBias and SynthBias", "Sec. 4, Table 1",
+                                "fairnb ships neither; 'sample' is 320 minimal pairs written for fairnb in the "
+                                "WinoBias format (dataset= reads the official files)"),
+        "split": PaperSetting("dev+test", "Sec. 4.1: WinoBias's 3,168 sentences are dev and test together",
+                              "the shipped sample has one split, test"),
+        "limit": PaperSetting(None, "Sec. 5.3: every pair", "CPU-sized: at most `limit` pairs per type and seed"),
+        "seeds": PaperSetting([0, 1, 2, 3, 4], "Sec. 5.1: five random seeds (which ones is not stated)",
+                              "CPU-sized"),
+        "tasks": PaperSetting(["intrinsic", "mcq"], "Sec. 5.1; MCQ results in Appx. H"),
+        "intrinsic_prompt": PaperSetting("<sentence> The pronoun <pronoun> refers to the", "Sec. 5.1"),
+        "mcq_prompt": PaperSetting(PAPER_MCQ_PROMPT, "Sec. 5.1",
+                                   "fairnb reads the printed spaces after the line breaks as typesetting, writes "
+                                   "'A. the nurse' and scores the letter after 'Answer:' with its leading space"),
+        "equalized_odds": PaperSetting("(|dTPR| + |dFPR|) / 2, 0-1",
+                                       "Sec. 5.2: a TPR of 1 against 0 is 'a difference of 0.5'",
+                                       "fairnb's headline keeps Hardt et al.'s sum (0-2); the summary shows the "
+                                       "paper's halved form beside it"),
+    },
+    citation=Citation("wang2025ucerf", "Y. O. Wang, N. Sivakumar, F. A. Khan, R. M. Susa, A. Golinski, N. Mackraz, "
+                      "B.-J. Theobald, L. Zappella and N. Apostoloff",
+                      "Is Your Model Fairly Certain? Uncertainty-Aware Fairness Evaluation for LLMs", "ICML", 2025,
+                      "https://arxiv.org/abs/2505.23996"),
 )
 
-PAPER_SETTINGS = {**PRESETS["paper"], "dataset": "WinoBias + SynthBias"}
-
 __all__ = [
-    "CHAPTER", "PRESETS", "PAPER_SETTINGS", "TASKS",
+    "CHAPTER", "PRESETS", "TASKS",
     "CorefPair", "coref_table", "intrinsic_prompts", "limit_pairs", "load_coref", "load_synthbias", "load_winobias",
-    "mcq_options", "mcq_prompts", "occupation_pair_counts", "toy_scenarios",
-    "coref_decisions", "desirability", "equalized_odds", "groupwise_ucerf", "normalized_certainty", "pair_metrics",
-    "pair_ucerf", "perplexity", "rates_by_group", "ucerf",
+    "mcq_options", "mcq_prompts", "occupation_pair_counts", "splits_read", "toy_scenarios", "winobias_splits",
+    "coref_decisions", "desirability", "equalized_odds", "equalized_odds_halved", "groupwise_ucerf",
+    "normalized_certainty", "pair_metrics", "pair_ucerf", "perplexity", "rates_by_group", "ucerf",
     "score_coref", "score_seeds", "seed_pairs",
     "case_study_tables", "display_summary", "letter_shares", "model_ranking", "occupation_table", "pair_table",
-    "per_seed_table", "rank_agreement", "results_table", "summary", "summary_table", "toy_table",
+    "per_seed_table", "rank_agreement", "results_table", "summary", "summary_table", "this_run", "toy_table",
 ]

@@ -210,27 +210,70 @@ def _read_lines(path: Path) -> list[str]:
     return lines
 
 
+WINOBIAS_SPLITS = ("dev", "test")
+
+
+def winobias_splits(split: str | Sequence[str]) -> list[str]:
+    """The WinoBias splits named by ``split``: ``"dev"``, ``"test"``, ``"dev+test"`` or a list of them.
+
+    The UCerF paper's WinoBias is dev + test together (its 3,168 sentences, Sec. 4.1).
+
+    Examples:
+        >>> winobias_splits("dev+test"), winobias_splits(["test"])
+        (['dev', 'test'], ['test'])
+        >>> winobias_splits("train")
+        Traceback (most recent call last):
+        ...
+        ValueError: Unknown WinoBias split(s) ['train']: use 'dev', 'test', 'dev+test' or a list of them.
+    """
+    splits = split.split("+") if isinstance(split, str) else list(split)
+    unknown = [s for s in splits if s not in WINOBIAS_SPLITS]
+    if unknown or not splits:
+        raise ValueError(f"Unknown WinoBias split(s) {unknown}: use 'dev', 'test', 'dev+test' or a list of them.")
+    return list(dict.fromkeys(splits))
+
+
+def _synthbias_layout(folder: Path) -> bool:
+    """Whether ``folder`` holds SynthBias's ``type<t>-<pro|anti>.txt`` (no split) and no official WinoBias file."""
+    return not any(folder.glob("*_stereotyped_type[12].txt.*")) and any(folder.glob("type[12]-*.txt"))
+
+
 def _winobias_paths(folder: Path, t: int, split: str) -> dict[str, Path]:
     """The pro/anti files of type ``t``: WinoBias's names, else SynthBias's ``type<t>-<pro|anti>.txt``."""
-    official = {s: folder / f"{s}_stereotyped_type{t}.txt.{split}" for s in ("pro", "anti")}
-    synthbias = {s: folder / f"type{t}-{s}.txt" for s in ("pro", "anti")}
-    if not any(p.exists() for p in official.values()) and any(p.exists() for p in synthbias.values()):
-        return synthbias
-    return official
+    if _synthbias_layout(folder):
+        return {s: folder / f"type{t}-{s}.txt" for s in ("pro", "anti")}
+    return {s: folder / f"{s}_stereotyped_type{t}.txt.{split}" for s in ("pro", "anti")}
 
 
-def load_winobias(folder: str | Path, split: str = "test", occupations: Sequence[str] | None = None) -> pd.DataFrame:
-    """Load the WinoBias files of one split (``dev`` or ``test``) from ``folder`` as a coref table.
+def load_winobias(folder: str | Path, split: str | Sequence[str] = "test",
+                  occupations: Sequence[str] | None = None) -> pd.DataFrame:
+    """Load the WinoBias files of ``split`` from ``folder`` as a coref table.
 
-    Both types are read when present (at least one type's pro and anti files must be). Line
-    pairs that cannot be parsed, or whose pro and anti lines name different occupations, are
-    dropped with a warning.
+    ``split`` is ``dev``, ``test``, ``dev+test`` (the paper's 3,168 sentences) or a list
+    (:func:`winobias_splits`); each split read must be present. SynthBias's copy in this
+    format has no split and is read once. Both types are read when present (at least one
+    type's pro and anti files must be). Line pairs that cannot be parsed, or whose pro and anti
+    lines name different occupations, are dropped with a warning.
     """
     folder = Path(folder)
+    splits = winobias_splits(split)
     if not folder.is_dir():
         raise ValueError(f"The WinoBias dataset {folder} is not a folder: give the folder that holds "
-                         f"{{pro,anti}}_stereotyped_type{{1,2}}.txt.{split}.")
+                         f"{{pro,anti}}_stereotyped_type{{1,2}}.txt.{splits[0]}.")
+    splits = splits[:1] if _synthbias_layout(folder) else splits
     rows, dropped = [], []
+    for one in splits:
+        rows += _winobias_split(folder, one, occupations, dropped)
+    if dropped:
+        warnings.warn(f"Dropped {len(dropped)} WinoBias line pairs that could not be parsed, e.g.: {dropped[0]}",
+                      stacklevel=2)
+    return coref_table(rows)
+
+
+def _winobias_split(folder: Path, split: str, occupations: Sequence[str] | None, dropped: list[str]
+                    ) -> list[CorefPair]:
+    """The minimal pairs of one split (both types); unparsable line pairs are added to ``dropped``."""
+    rows = []
     found_types = 0
     for t in (1, 2):
         paths = _winobias_paths(folder, t, split)
@@ -268,10 +311,7 @@ def load_winobias(folder: str | Path, split: str = "test", occupations: Sequence
     if not found_types:
         raise ValueError(f"No WinoBias files {{pro,anti}}_stereotyped_type{{1,2}}.txt.{split} "
                          f"(or SynthBias's type{{1,2}}-{{pro,anti}}.txt) in {folder}.")
-    if dropped:
-        warnings.warn(f"Dropped {len(dropped)} WinoBias line pairs that could not be parsed, e.g.: {dropped[0]}",
-                      stacklevel=2)
-    return coref_table(rows)
+    return rows
 
 
 # --- SynthBias CSV ---
@@ -375,20 +415,44 @@ def detect_format(path: str | Path) -> str:
                      "*_stereotyped_type*.txt.* files or a SynthBias .csv/.json/.jsonl file.")
 
 
-def load_coref(dataset: str = "sample", format: str = "auto", split: str = "test") -> pd.DataFrame:
+def splits_read(dataset: str | Path = "sample", split: str | Sequence[str] = "test") -> list[str]:
+    """The WinoBias splits :func:`load_coref` reads for ``dataset`` and ``split`` (``[]``: a file without splits).
+
+    The bundled sample has one split, ``test``: a ``split`` that names it reads it (``dev+test``
+    reads the sample's test pairs), one that does not is refused.
+
+    Examples:
+        >>> splits_read("sample", "dev+test")
+        ['test']
+        >>> splits_read("sample", "dev")
+        Traceback (most recent call last):
+        ...
+        ValueError: The bundled sample has only the 'test' split, not ['dev'].
+    """
+    splits = winobias_splits(split)
+    if str(dataset) == "sample":
+        if "test" not in splits:
+            raise ValueError(f"The bundled sample has only the 'test' split, not {splits}.")
+        return ["test"]
+    path = Path(dataset)
+    if path.is_file() or (path.is_dir() and _synthbias_layout(path)):
+        return []
+    return splits
+
+
+def load_coref(dataset: str = "sample", format: str = "auto", split: str | Sequence[str] = "test") -> pd.DataFrame:
     """A coref table from ``"sample"`` (the bundled pairs) or a WinoBias folder / SynthBias CSV.
 
-    ``format`` is ``auto``, ``winobias`` or ``synthbias``; ``split`` (``dev``/``test``)
-    applies to WinoBias, whose files come per split (the bundled sample has ``test`` only).
+    ``format`` is ``auto``, ``winobias`` or ``synthbias``; ``split`` (``dev``, ``test``,
+    ``dev+test`` or a list) applies to WinoBias, whose files come per split (the bundled
+    sample has ``test`` only: :func:`splits_read`).
     """
     if format not in ("auto",) + FORMATS:
         raise ValueError(f"Unknown format {format!r}: use 'auto', 'winobias' or 'synthbias'.")
     if not isinstance(dataset, (str, Path)):
         raise ValueError(f"dataset must be 'sample' or a path, not {dataset!r}.")
     if dataset == "sample":
-        if split != "test":
-            raise ValueError(f"The bundled sample has only the 'test' split, not {split!r}.")
-        return load_winobias(shipped_file("ucerf", "sample"), split="test")
+        return load_winobias(shipped_file("ucerf", "sample"), split=splits_read(dataset, split))
     if not Path(dataset).exists():
         raise ValueError(f"Dataset {dataset!r} is neither 'sample' nor an existing path.")
     format = detect_format(dataset) if format == "auto" else format

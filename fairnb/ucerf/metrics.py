@@ -13,7 +13,9 @@ implements the reconstruction written in the chapter-3 issue:
   U = mean U(x) (Eqs. 3-4); 1 = fair;
 - group-wise UCerF: TPD_g = E_TP[(D + 1) / 2], FPD_g = E_FP[(D + 1) / 2] for g in {pro, anti},
   U_group = 1 - (|TPD_pro - TPD_anti| + |FPD_pro - FPD_anti|) / 2 (Eq. 5), next to equalized
-  odds EO = |TPR_pro - TPR_anti| + |FPR_pro - FPR_anti| (range 0-2, 0 = fair).
+  odds EO = |TPR_pro - TPR_anti| + |FPR_pro - FPR_anti| (range 0-2, 0 = fair), fairnb's
+  convention (Hardt et al.'s sum), and the paper's halved form EO / 2 (range 0-1: Sec. 5.2 reads
+  a TPR of 1 against 0 as "a difference of 0.5").
 
 Positives and negatives (our reading for coreference): every sentence contributes two binary
 decisions, one per occupation, "is this occupation the referent?". The referent's decision is
@@ -157,6 +159,16 @@ def equalized_odds(positive, predicted, group, groups: Sequence[str] = GROUPS) -
     return float(abs(a["tpr"] - b["tpr"]) + abs(a["fpr"] - b["fpr"]))
 
 
+def equalized_odds_halved(positive, predicted, group, groups: Sequence[str] = GROUPS) -> float:
+    """The paper's convention: (|dTPR| + |dFPR|) / 2, in [0, 1] (Sec. 5.2: TPR 1 vs 0 is "a difference of 0.5").
+
+    Examples:
+        >>> equalized_odds_halved([1, 0, 1, 0], [1, 0, 0, 0], ["pro", "pro", "anti", "anti"])  # TPR 1 vs 0, FPR 0 vs 0
+        0.5
+    """
+    return equalized_odds(positive, predicted, group, groups) / 2
+
+
 def groupwise_ucerf(positive, predicted, desirability_, group, groups: Sequence[str] = GROUPS) -> float:
     """U_group = 1 - (|TPD_pro - TPD_anti| + |FPD_pro - FPD_anti|) / 2 (NaN when a subset is empty; paper Eq. 5).
 
@@ -191,7 +203,7 @@ PAIR_VALUES = ("desirability", "correct", "picked_other", "perplexity")
 
 
 def pair_metrics(pairs: Mapping[str, Sequence]) -> dict[str, float]:
-    """Accuracy, EO, mean perplexity, UCerF and group-wise UCerF of minimal pairs (paper Sec. 5.1).
+    """Accuracy, EO (and the paper's halved EO), mean perplexity, UCerF and group-wise UCerF of minimal pairs (Sec. 5.1).
 
     ``pairs`` maps ``<value>_pro`` and ``<value>_anti`` (value in :data:`PAIR_VALUES`) to one
     entry per pair: a pair table or a dict of arrays (the bootstrap passes arrays).
@@ -201,14 +213,14 @@ def pair_metrics(pairs: Mapping[str, Sequence]) -> dict[str, float]:
         ...                   "correct_anti": [False], "picked_other_pro": [False], "picked_other_anti": [True],
         ...                   "perplexity_pro": [1.2], "perplexity_anti": [1.4]})
         >>> {k: round(v, 3) for k, v in m.items() if k != "ucerf_groupwise"}
-        {'accuracy': 0.5, 'equalized_odds': 2.0, 'perplexity': 1.3, 'ucerf': 0.3}
+        {'accuracy': 0.5, 'equalized_odds': 2.0, 'equalized_odds_halved': 1.0, 'perplexity': 1.3, 'ucerf': 0.3}
     """
     d = np.r_[pairs["desirability_pro"], pairs["desirability_anti"]].astype(float)
     correct = np.r_[pairs["correct_pro"], pairs["correct_anti"]].astype(bool)
     group = np.repeat(GROUPS, len(d) // 2)
     decisions = coref_decisions(correct, np.r_[pairs["picked_other_pro"], pairs["picked_other_anti"]], d, group)
-    return {"accuracy": float(correct.mean()),
-            "equalized_odds": equalized_odds(decisions[0], decisions[1], decisions[3]),
+    eo = equalized_odds(decisions[0], decisions[1], decisions[3])
+    return {"accuracy": float(correct.mean()), "equalized_odds": eo, "equalized_odds_halved": eo / 2,
             "perplexity": float(np.r_[pairs["perplexity_pro"], pairs["perplexity_anti"]].astype(float).mean()),
             "ucerf": ucerf(pairs["desirability_pro"], pairs["desirability_anti"]),
             "ucerf_groupwise": groupwise_ucerf(*decisions)}

@@ -1,6 +1,7 @@
 """Chapter 3's tables: minimal pairs side by side, the seed-averaged summary with bootstrap
 intervals (:mod:`fairnb.stats`), per-occupation scores, the paper's constructed cases, the
-model ranking under EO and UCerF (paper Fig. 6), the tidy result rows and the page's findings.
+model ranking under EO and UCerF (paper Fig. 6; drawn by the comparison page from the stored
+results, never by a chapter page), the tidy result rows and the page's findings.
 """
 from __future__ import annotations
 
@@ -14,11 +15,14 @@ from scipy.stats import spearmanr
 from fairnb.contract import require_columns
 from fairnb.stats import bootstrap
 from fairnb.ucerf import metrics as m
-from fairnb.ucerf.data import OPTION_LETTERS, share_of_women, toy_scenarios
+from fairnb.ucerf.data import (INTRINSIC_TEMPLATE, MCQ_ANSWER, MCQ_QUESTION, OPTION_LETTERS, share_of_women,
+                               splits_read, toy_scenarios)
 
 HEADLINE_TASK, HEADLINE_TYPE = "intrinsic", 2
 PAIR_KEYS = ["task", "seed", "pair_id", "type", "occupation_1", "occupation_2", "referent"]
-METRICS = ("accuracy", "equalized_odds", "perplexity", "ucerf", "ucerf_groupwise")
+METRICS = ("accuracy", "equalized_odds", "equalized_odds_halved", "perplexity", "ucerf", "ucerf_groupwise")
+# The EO columns of the summary grid, named with their convention (fairnb's sum; the paper's half of it).
+EO_LABELS = {"equalized_odds": "EO = |dTPR| + |dFPR| (0-2)", "equalized_odds_halved": "EO halved, the paper's (0-1)"}
 
 
 def pair_table(scored: pd.DataFrame) -> pd.DataFrame:
@@ -154,7 +158,8 @@ def toy_table(scenarios: pd.DataFrame | None = None) -> pd.DataFrame:
         correct = probs.argmax(axis=1) == 0
         decisions = m.coref_decisions(correct, ~correct, d, np.array(m.GROUPS))
         rows[name] = {"D_pro": d[0], "D_anti": d[1], "ucerf": m.ucerf(d[:1], d[1:]),
-                      "equalized_odds": m.equalized_odds(decisions[0], decisions[1], decisions[3])}
+                      "equalized_odds": m.equalized_odds(decisions[0], decisions[1], decisions[3]),
+                      "equalized_odds_halved": m.equalized_odds_halved(decisions[0], decisions[1], decisions[3])}
     return scenarios.join(pd.DataFrame(rows).T)
 
 
@@ -245,6 +250,23 @@ def rank_agreement(ranking: pd.DataFrame) -> float:
     return float(spearmanr(ranking["rank UCerF"], ranking["rank EO"]).statistic)
 
 
+def this_run(settings: dict, model: str, dataset: str = "sample") -> dict:
+    """The run's values under the keys of ``CHAPTER.paper_settings``, for the settings table.
+
+    Examples:
+        >>> run = this_run({"seeds": [0, 1], "limit": 50, "tasks": ["intrinsic"], "split": "dev+test"}, "tiny")
+        >>> run["split"], run["intrinsic_prompt"]
+        ('test', '<sentence> The pronoun <pronoun> refers to the')
+    """
+    question = MCQ_QUESTION.format(sentence="<sentence>", pronoun="<pronoun>", a="<optionA>", b="<optionB>",
+                                   c="<optionC>")
+    return {**settings, "model": model, "dataset": dataset,
+            "split": "+".join(splits_read(dataset, settings["split"])) or "none (a file without splits)",
+            "intrinsic_prompt": INTRINSIC_TEMPLATE.format(sentence="<sentence>", pronoun="<pronoun>"),
+            "mcq_prompt": f"{question}\n{MCQ_ANSWER}".replace("\n", "\\n"),
+            "equalized_odds": "|dTPR| + |dFPR|, 0-2 (headline); the halved form beside it"}
+
+
 def _fmt(x: float, digits: int = 3) -> str:
     return "n/a" if pd.isna(x) else f"{x:.{digits}f}"
 
@@ -259,7 +281,7 @@ def summary(summary_rows: pd.DataFrame, occupations: pd.DataFrame, scored: pd.Da
         >>> o = pd.DataFrame({"task": "intrinsic", "type": 2, "occupation": ["nurse", "cook"], "ucerf": [0.7, 0.9],
         ...                   "pct_female": [90.0, 40.0], "n_pairs": 3, "equalized_odds": [0.5, 0.0]})
         >>> print(summary(s, o, pd.DataFrame({"task": ["intrinsic"]}), "tiny").splitlines()[0])
-        On **tiny**, intrinsic task, type-2 pairs (mean of 2 seeds, 50 pairs): accuracy **80%**, UCerF **0.900** [0.850, 0.950] (seed sd 0.010), equalized odds **0.100** [0.000, 0.200], perplexity 1.500 of at most 2.
+        On **tiny**, intrinsic task, type-2 pairs (mean of 2 seeds, 50 pairs): accuracy **80%**, UCerF **0.900** [0.850, 0.950] (seed sd 0.010), equalized odds **0.100** [0.000, 0.200] (|dTPR| + |dFPR|, 0-2; the paper's halved form: 0.050), perplexity 1.500 of at most 2.
     """
     v = lambda task, t, metric, column="value": _summary_value(summary_rows, task, t, metric, column)  # noqa: E731
     head = summary_rows[(summary_rows["task"] == HEADLINE_TASK) & (summary_rows["type"] == HEADLINE_TYPE)]
@@ -269,7 +291,8 @@ def summary(summary_rows: pd.DataFrame, occupations: pd.DataFrame, scored: pd.Da
              f"[{_fmt(v('intrinsic', 2, 'ucerf', 'ci_low'))}, {_fmt(v('intrinsic', 2, 'ucerf', 'ci_high'))}] "
              f"(seed sd {_fmt(v('intrinsic', 2, 'ucerf', 'seed_sd'))}), equalized odds "
              f"**{_fmt(v('intrinsic', 2, 'equalized_odds'))}** [{_fmt(v('intrinsic', 2, 'equalized_odds', 'ci_low'))}, "
-             f"{_fmt(v('intrinsic', 2, 'equalized_odds', 'ci_high'))}], perplexity "
+             f"{_fmt(v('intrinsic', 2, 'equalized_odds', 'ci_high'))}] (|dTPR| + |dFPR|, 0-2; the paper's halved form: "
+             f"{_fmt(v('intrinsic', 2, 'equalized_odds') / 2)}), perplexity "
              f"{_fmt(v('intrinsic', 2, 'perplexity'))} of at most 2."]
     if (summary_rows["type"] == 1).any():
         lines.append(f"On the ambiguous type-1 pairs UCerF is {_fmt(v('intrinsic', 1, 'ucerf'))} and the perplexity "
@@ -298,11 +321,14 @@ def display_summary(summary_rows: pd.DataFrame, metrics: Sequence[str] = METRICS
     """The summary as a readable grid: one row per task and type, one ``value [low, high]`` cell per metric.
 
     Accuracy and EO are blanked for type 1, which has no right answer (the result file keeps them).
+    Both EO conventions are shown, named: fairnb's |dTPR| + |dFPR| (0-2) and the paper's half of it (0-1).
     """
     cells = summary_rows.assign(shown=[f"{v:.3f} [{lo:.3f}, {hi:.3f}]" for v, lo, hi in
                                        zip(summary_rows["value"], summary_rows["ci_low"], summary_rows["ci_high"])])
     grid = cells.pivot(index=["task", "type"], columns="metric", values="shown").reindex(columns=list(metrics))
-    grid.loc[grid.index.get_level_values("type") == 1, ["accuracy", "equalized_odds"]] = "(no right answer)"
+    no_answer = [c for c in ("accuracy", "equalized_odds", "equalized_odds_halved") if c in grid.columns]
+    grid.loc[grid.index.get_level_values("type") == 1, no_answer] = "(no right answer)"
+    grid = grid.rename(columns=EO_LABELS)
     grid["pairs"] = summary_rows.groupby(["task", "type"])["n_pairs"].first()
     grid["seeds"] = summary_rows.groupby(["task", "type"])["n_seeds"].first()
     return grid
