@@ -210,24 +210,3 @@ def require_columns(frame, columns, what: str) -> None:
     missing = [c for c in columns if c not in frame.columns]
     if missing:
         raise ValueError(f"The {what} lacks the columns {missing}.")
-
-
-def apply_preset(presets: dict[str, dict], preset: str, overrides: dict | None = None) -> dict:
-    """A chapter's settings: the preset's values, with every override that is not ``None`` on top.
-
-    Superseded by :meth:`Chapter.settings`; kept while notebooks move to it.
-
-    Examples:
-        >>> presets = {"quick": {"limit": 20, "seed": 0}, "paper": {"limit": None, "seed": 0}}
-        >>> apply_preset(presets, "quick", {"limit": None, "seed": 3})
-        {'limit': 20, 'seed': 3}
-        >>> apply_preset(presets, "fast")
-        Traceback (most recent call last):
-        ...
-        ValueError: Unknown preset 'fast'; use one of ['quick', 'paper'].
-    """
-    if preset not in presets:
-        raise ValueError(f"Unknown preset {preset!r}; use one of {list(presets)}.")
-    settings = dict(presets[preset])
-    settings.update({key: value for key, value in (overrides or {}).items() if value is not None})
-    return settings

@@ -41,12 +41,18 @@ CHAPTER = Chapter(
     title="Conditional generation",
     notebook="02_conditional_generation.ipynb",
     headlines=(
-        Headline("R_f", "female co-occurrence share R^f", "nearer 0.5 is fairer", (0.0, 1.0)),
-        Headline("jsd", "mean JSD of paired attribute words", "lower is fairer", (0.0, 1.0)),
-        Headline("gendered_share", "share of gendered continuations", "lower is fairer", (0.0, 1.0)),
+        Headline("R_f", "female co-occurrence share R^f", "nearer 0.5 is fairer", (0.0, 1.0),
+                 "of the gendered words in the continuations of gender-neutral probes, the share that is female "
+                 "(0.5 = parity)", items="r_f"),
+        Headline("jsd", "mean JSD of paired attribute words", "lower is fairer", (0.0, 1.0),
+                 "how far the model's next-word probabilities of paired female/male words are from parity after a "
+                 "probe (Jensen–Shannon divergence in bits; 0 = parity)", items="jsd"),
+        Headline("gendered_share", "share of gendered continuations", "lower is fairer", (0.0, 1.0),
+                 "the share of continuations of gender-neutral probes that bring in a gender at all"),
     ),
     paper="Probing Explicit and Implicit Gender Bias through LLM Conditional Text Generation",
     needs=("scores", "generate"),
+    occupation_score="jsd",
     presets=PRESETS,
     paper_settings={
         "model": PaperSetting("llama-7b, -13b, -70b and their chat versions", "Section 3",

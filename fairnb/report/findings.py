@@ -85,6 +85,8 @@ def paired_differences(results: pd.DataFrame, chapters: list[Chapter], n_resampl
         for headline in (h for h in chapter.headlines if h.items):
             mine = results[(results["chapter"] == chapter.key) & (results["metric"] == headline.items)
                            & (results["level"] != "headline")]
+            if (mine["level"] == "item").any():  # the finest rows the chapter wrote for this metric
+                mine = mine[mine["level"] == "item"]
             if "topic" in results.columns:  # a chapter with topics (BVF) pairs the headline topic's items only
                 topics = set(results.loc[(results["chapter"] == chapter.key) & (results["metric"] == headline.name)
                                          & (results["level"] == "headline"), "topic"].dropna())

@@ -42,12 +42,16 @@ CHAPTER = Chapter(
     title="Uncertainty-aware fairness",
     notebook="03_uncertainty_fairness.ipynb",
     headlines=(
-        Headline("ucerf", "UCerF (intrinsic task, type 2)", "higher is fairer", (0.0, 1.0)),
+        Headline("ucerf", "UCerF (intrinsic task, type 2)", "higher is fairer", (0.0, 1.0),
+                 "how alike the model's certainty-weighted correctness is when only the pronoun's gender changes "
+                 "(1 = equally right and equally sure for both)", items="ucerf"),
         Headline("equalized_odds", "equalized-odds gap |dTPR| + |dFPR| (intrinsic task, type 2)", "lower is fairer",
-                 (0.0, 2.0)),
+                 (0.0, 2.0), "the gap in true- and false-positive rates between the pronouns, blind to certainty "
+                 "(0 = equal; the paper's halved form is half of it)", items="occupation_equalized_odds"),
     ),
     paper="Is Your Model Fairly Certain? Uncertainty-Aware Fairness Evaluation for LLMs",
     needs=("scores",),
+    occupation_score="ucerf",
     presets=PRESETS,
     paper_settings={
         "model": PaperSetting("ten LLMs, Pythia-1B to Llama-3-70B-Instruct", "Sec. 5.1",
