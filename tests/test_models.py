@@ -346,3 +346,22 @@ def test_progress_reports_rows_rate_and_eta():
     assert first.startswith("scoring: 512 / 1,000 rows (51%, 512 from the cache), ")
     assert "rows/s, ETA " in first
     assert last.startswith("scoring: 1,000 / 1,000 rows (100%, 512 from the cache)") and last.endswith("done")
+
+
+def test_a_conversion_parses_each_gguf_file_once(tmp_path):
+    import gguf
+
+    from fairnb.models.gguf import one_reader_per_file
+
+    path = tmp_path / "tiny.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_uint32("tiny.answer", 42)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    original = gguf.GGUFReader
+    with one_reader_per_file():
+        reader = gguf.GGUFReader(path)
+        assert gguf.GGUFReader(str(path)) is reader and reader.fields["tiny.answer"].contents() == 42
+    assert gguf.GGUFReader is original and gguf.GGUFReader(path) is not gguf.GGUFReader(path)
