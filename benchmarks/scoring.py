@@ -26,7 +26,8 @@ import torch
 from benchmarks.lm_eval_env import ensure_overlay, overlay_env
 from fairnb.bvf.data import default_templates, load_attribute_words, load_occupations, template_prompt
 from fairnb.models.language_model import LanguageModel
-from fairnb.models.scoring import _shared_inputs, batches_by_length, left_pad, position_ids, word_token_ids
+from fairnb.models.scoring import (_shared_inputs, batches_by_length, left_pad, position_ids, rows_by_length,
+                                   word_token_ids)
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,9 @@ def position_budget(lm: LanguageModel, prompts: list[str], words: list[str]) -> 
 
     A word t_1..t_n needs the model's outputs after t_1..t_{n-1}. ``extra_rows`` and
     ``extra_padded`` count fairnb's continuation rows (inputs that are a prefix of another
-    row share it) and their positions once padded to the longest row; ``extra_minimum`` is
+    row share it) and the positions its passes compute (rows of one length per pass, so
+    no padding), ``extra_passes`` the distinct row lengths (one pass each per prompt batch,
+    more when a pass would hold too many rows); ``extra_minimum`` is
     the number of distinct prefixes (a prefix tree), the fewest positions any method can
     compute. ``floor_bound`` is the resulting lower bound of (method / floor) in
     multiply-accumulates: prompt positions run the transformer body and the last one the
@@ -125,13 +128,14 @@ def position_budget(lm: LanguageModel, prompts: list[str], words: list[str]) -> 
     rows, _ = _shared_inputs([word_ids])
     prefixes = {ids[:k] for _, ids in rows for k in range(1, len(ids) + 1)}
     prompt_tokens = float(np.mean([len(r) for r in lm.tokenizer(prompts).input_ids]))
-    width = max((len(ids) for _, ids in rows), default=0)
+    by_length = rows_by_length(rows)
     costs = macs_per_position(lm.model.config)
     floor = prompt_tokens * costs["body"] + costs["head"]
     extra = len(prefixes) * (costs["body"] + costs["head"])
     return {"prompt_tokens": prompt_tokens, "multi_token_words": sum(len(w) > 1 for w in word_ids),
             "extra_rows": len(rows), "extra_positions": sum(len(ids) for _, ids in rows),
-            "extra_padded": len(rows) * width, "extra_minimum": len(prefixes),
+            "extra_padded": sum(width * len(members) for width, members in by_length.items()),
+            "extra_passes": len(by_length), "extra_minimum": len(prefixes),
             "body_macs": costs["body"], "head_macs": costs["head"], "floor_bound": (floor + extra) / floor}
 
 

@@ -16,8 +16,21 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 @pytest.fixture(scope="session", autouse=True)
 def isolated_dirs(tmp_path_factory):
-    """Caches and results of the test session go to a temporary folder."""
+    """Caches and results of the test session go to a temporary folder.
+
+    The embedded models' files already in the user's cache (the assembled Gemma GGUF, the
+    safetensors copies converted from GGUF files, the memo of weight-file hashes) are linked
+    in, so a session does not assemble, convert or hash them again; everything the session
+    writes stays in its own folder (an atomic rename replaces a link, never its target).
+    """
+    from fairnb.models.loading import CONVERSION_VERSION
+
     root = tmp_path_factory.mktemp("fairnb")
+    shared = Path(os.environ.get("FAIRNB_CACHE", Path.home() / ".cache" / "fairnb"))
+    for folder, pattern in (("models", f"*-{CONVERSION_VERSION}"), ("gguf", "*.gguf"), (".", "file-hashes.json")):
+        (root / "cache" / folder).mkdir(parents=True, exist_ok=True)
+        for entry in sorted((shared / folder).glob(pattern)):
+            (root / "cache" / folder / entry.name).symlink_to(entry)
     os.environ["FAIRNB_CACHE"] = str(root / "cache")
     os.environ["FAIRNB_RESULTS"] = str(root / "results")
     return root

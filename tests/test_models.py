@@ -50,6 +50,26 @@ def test_small_batches_equal_large(tiny_gpt2, monkeypatch):
     np.testing.assert_allclose(np.log(small), np.log(large), atol=1e-5)
 
 
+def test_continuation_passes_compute_no_padding(tiny_gpt2, monkeypatch):
+    # the continuation inputs of WORDS (none a prefix of another) come in several lengths: each extra pass
+    # must hold rows of one length, so it computes exactly their positions
+    forward, passes = tiny_gpt2.model.forward, []
+
+    def spied(*args, **kwargs):
+        if kwargs.get("past_key_values") is not None:
+            passes.append((kwargs["input_ids"].shape, kwargs["attention_mask"][:, -kwargs["input_ids"].shape[1]:]))
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(tiny_gpt2.model, "forward", spied)
+    probs = tiny_gpt2.next_word_probs(PROMPTS, WORDS)
+    inputs = {tuple(tiny_gpt2.word_token_ids(w)[:-1]) for w in WORDS if len(tiny_gpt2.word_token_ids(w)) > 1}
+    assert len({len(seq) for seq in inputs}) > 1 and len(passes) == len({len(seq) for seq in inputs})
+    assert all(bool(new_mask.all()) for _, new_mask in passes)
+    assert sum(shape[0] * shape[1] for shape, _ in passes) == len(PROMPTS) * sum(len(seq) for seq in inputs)
+    expected = np.exp([[hand_logprob(tiny_gpt2, p, " " + w) for w in WORDS] for p in PROMPTS])
+    np.testing.assert_allclose(probs, expected, rtol=1e-5, atol=1e-12)
+
+
 def test_continuation_logprobs_per_prompt_lists(tiny_gpt2):
     options = [[" nurse", " doctor"], [" teacher", " zebrafish"], [" Paris", " London"], [" is", " was"]]
     scores = tiny_gpt2.continuation_logprobs(PROMPTS, options)
@@ -326,3 +346,22 @@ def test_progress_reports_rows_rate_and_eta():
     assert first.startswith("scoring: 512 / 1,000 rows (51%, 512 from the cache), ")
     assert "rows/s, ETA " in first
     assert last.startswith("scoring: 1,000 / 1,000 rows (100%, 512 from the cache)") and last.endswith("done")
+
+
+def test_a_conversion_parses_each_gguf_file_once(tmp_path):
+    import gguf
+
+    from fairnb.models.gguf import one_reader_per_file
+
+    path = tmp_path / "tiny.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_uint32("tiny.answer", 42)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    original = gguf.GGUFReader
+    with one_reader_per_file():
+        reader = gguf.GGUFReader(path)
+        assert gguf.GGUFReader(str(path)) is reader and reader.fields["tiny.answer"].contents() == 42
+    assert gguf.GGUFReader is original and gguf.GGUFReader(path) is not gguf.GGUFReader(path)

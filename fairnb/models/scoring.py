@@ -127,42 +127,54 @@ def _shared_inputs(cands) -> tuple[list[tuple[int, tuple[int, ...]]], dict[tuple
     return rows, owner
 
 
+def rows_by_length(rows: Sequence[tuple[int, tuple[int, ...]]]) -> dict[int, list[int]]:
+    """Indices of the continuation rows grouped by their length, so that no pass pads a row.
+
+    Examples:
+        >>> rows_by_length([(0, (5, 6)), (0, (7,)), (1, (5, 6)), (1, (8,))])
+        {2: [0, 2], 1: [1, 3]}
+    """
+    groups: dict[int, list[int]] = {}
+    for r, (_, seq) in enumerate(rows):
+        groups.setdefault(len(seq), []).append(r)
+    return groups
+
+
 def _continuation_tail(lm, cache, mask: torch.Tensor, cands) -> torch.Tensor:
-    """log p(t_2..t_n | prompt, t_1) for multi-token candidates, reusing the prompt cache."""
+    """log p(t_2..t_n | prompt, t_1) for multi-token candidates, reusing the prompt cache.
+
+    Each pass holds continuation rows of one length: every position it computes is needed.
+    """
     tail = torch.zeros((len(cands), len(cands[0])), dtype=torch.float64)
     rows, owner = _shared_inputs(cands)
     by_row: dict[int, list[tuple[int, int]]] = {}
     for (b, j), r in owner.items():
         by_row.setdefault(r, []).append((b, j))
     lengths = mask.sum(-1)
-    width = max(len(seq) for _, seq in rows)
-    # Keep the logits of one pass under ~512 MB (Gemma's vocabulary has 262k entries).
-    rows_per_pass = max(1, min(lm.batch_size * 4, 2**27 // (width * lm.model.config.vocab_size)))
-    for start in range(0, len(rows), rows_per_pass):
-        chunk = range(start, min(start + rows_per_pass, len(rows)))
-        source = torch.tensor([rows[r][0] for r in chunk], device=lm.device)
-        ids = torch.full((len(chunk), width), lm.tokenizer.pad_token_id, dtype=torch.long)
-        new_mask = torch.zeros((len(chunk), width), dtype=torch.long)
-        for local, r in enumerate(chunk):
-            ids[local, :len(rows[r][1])] = torch.tensor(rows[r][1])
-            new_mask[local, :len(rows[r][1])] = 1
-        ids, new_mask = ids.to(lm.device), new_mask.to(lm.device)
-        chunk_cache = copy.deepcopy(cache)
-        chunk_cache.batch_select_indices(source)
-        positions = lengths[source].unsqueeze(1) + torch.arange(width, device=lm.device)
-        logits = lm.model(input_ids=ids, attention_mask=torch.cat([mask[source], new_mask], dim=1),
-                          position_ids=positions, past_key_values=chunk_cache, use_cache=False).logits.float()
-        normaliser = torch.logsumexp(logits, dim=-1)
-        picks, owners = [], []
-        for local, r in enumerate(chunk):
-            for b, j in by_row[r]:
-                targets = cands[b][j][1:]
-                picks += [(local, pos, t) for pos, t in enumerate(targets)]
-                owners += [(b, j)] * len(targets)
-        local_i, pos_i, tok_i = (torch.tensor(x, device=lm.device) for x in zip(*picks))
-        logp = (logits[local_i, pos_i, tok_i] - normaliser[local_i, pos_i]).double().cpu()
-        owner_b, owner_j = (torch.tensor(x) for x in zip(*owners))
-        tail.index_put_((owner_b, owner_j), logp, accumulate=True)
+    for width, members in rows_by_length(rows).items():
+        # Keep the logits of one pass under ~512 MB (Gemma's vocabulary has 262k entries).
+        rows_per_pass = max(1, min(lm.batch_size * 4, 2**27 // (width * lm.model.config.vocab_size)))
+        for start in range(0, len(members), rows_per_pass):
+            chunk = members[start:start + rows_per_pass]
+            source = torch.tensor([rows[r][0] for r in chunk], device=lm.device)
+            ids = torch.tensor([rows[r][1] for r in chunk], device=lm.device)
+            chunk_cache = copy.deepcopy(cache)
+            chunk_cache.batch_select_indices(source)
+            positions = lengths[source].unsqueeze(1) + torch.arange(width, device=lm.device)
+            attention = torch.cat([mask[source], torch.ones_like(ids)], dim=1)
+            logits = lm.model(input_ids=ids, attention_mask=attention, position_ids=positions,
+                              past_key_values=chunk_cache, use_cache=False).logits.float()
+            normaliser = torch.logsumexp(logits, dim=-1)
+            picks, owners = [], []
+            for local, r in enumerate(chunk):
+                for b, j in by_row[r]:
+                    targets = cands[b][j][1:]
+                    picks += [(local, pos, t) for pos, t in enumerate(targets)]
+                    owners += [(b, j)] * len(targets)
+            local_i, pos_i, tok_i = (torch.tensor(x, device=lm.device) for x in zip(*picks))
+            logp = (logits[local_i, pos_i, tok_i] - normaliser[local_i, pos_i]).double().cpu()
+            owner_b, owner_j = (torch.tensor(x) for x in zip(*owners))
+            tail.index_put_((owner_b, owner_j), logp, accumulate=True)
     return tail.to(lm.device)
 
 
