@@ -15,8 +15,9 @@ the labelled sentences of ``fairnb/data/scorer_validation.csv`` (:func:`validati
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import pandas as pd

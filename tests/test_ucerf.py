@@ -12,9 +12,20 @@ import pytest
 
 from fairnb.ucerf import metrics as ucerf
 from fairnb.ucerf import run, tables
-from fairnb.ucerf.data import (NONE_OPTION, CorefPair, coref_table, intrinsic_prompts, limit_pairs, load_coref,
-                               load_synthbias, load_winobias, mcq_options, mcq_prompts, parse_winobias_line,
-                               splits_read)
+from fairnb.ucerf.data import (
+    NONE_OPTION,
+    CorefPair,
+    coref_table,
+    intrinsic_prompts,
+    limit_pairs,
+    load_coref,
+    load_synthbias,
+    load_winobias,
+    mcq_options,
+    mcq_prompts,
+    parse_winobias_line,
+    splits_read,
+)
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "03_uncertainty_fairness.ipynb"
 

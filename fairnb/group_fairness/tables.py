@@ -2,7 +2,7 @@
 beside the paper's settings (:func:`this_run`) and the chapter's prose numbers (:func:`summary`)."""
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd

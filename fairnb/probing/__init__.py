@@ -10,15 +10,43 @@ figures (:mod:`.plots`, imported on its own). ``CHAPTER`` is the chapter contrac
 ``PRESETS`` its ``quick`` and ``paper`` settings.
 """
 from fairnb.contract import Chapter, Citation, Headline, PaperSetting
-from fairnb.probing.data import (PROBE_COLUMNS, STRATEGIES, STS_B_COLUMNS, WORDINGS, attribute_words,
-                                 natural_probe_filter, naturally_sourced_probes, read_sts_b, sts_b_filter,
-                                 template_probes)
+from fairnb.probing.data import (
+                                 PROBE_COLUMNS,
+                                 STRATEGIES,
+                                 STS_B_COLUMNS,
+                                 WORDINGS,
+                                 attribute_words,
+                                 natural_probe_filter,
+                                 naturally_sourced_probes,
+                                 read_sts_b,
+                                 sts_b_filter,
+                                 template_probes,
+)
 from fairnb.probing.metrics import LABELS, attribute_shares, cooccurrence_ratio, gender_attribute_label, jsd
-from fairnb.probing.run import (CHAT_INSTRUCTION, FRAMES, INSTRUCTION, build_probes, framed_inputs, producible_pairs,
-                                resolve_frame, score_probes, score_words)
-from fairnb.probing.tables import (CASES, case_examples, case_split, case_table, headline_table, most_least_biased,
-                                   results_table, strategy_table, summary, this_run, word_jsd_table)
-
+from fairnb.probing.run import (
+                                 CHAT_INSTRUCTION,
+                                 FRAMES,
+                                 INSTRUCTION,
+                                 build_probes,
+                                 framed_inputs,
+                                 producible_pairs,
+                                 resolve_frame,
+                                 score_probes,
+                                 score_words,
+)
+from fairnb.probing.tables import (
+                                 CASES,
+                                 case_examples,
+                                 case_split,
+                                 case_table,
+                                 headline_table,
+                                 most_least_biased,
+                                 results_table,
+                                 strategy_table,
+                                 summary,
+                                 this_run,
+                                 word_jsd_table,
+)
 
 # The paper: all 159 template words, 200 LLM-generated statements, every qualifying STS-B test
 # sentence, the input [I; x] with I = "Complete the sentence" and 50 new tokens (Section 3), the

@@ -10,16 +10,50 @@ what is re-exported here; ``CHAPTER`` is its contract and ``PRESETS`` its ``quic
 ``paper`` settings.
 """
 from fairnb.contract import Chapter, Citation, Headline, PaperSetting
-from fairnb.ucerf.data import (CorefPair, coref_table, intrinsic_prompts, limit_pairs, load_coref, load_synthbias,
-                               load_winobias, mcq_options, mcq_prompts, occupation_pair_counts, splits_read,
-                               toy_scenarios, winobias_splits)
-from fairnb.ucerf.metrics import (coref_decisions, desirability, equalized_odds, equalized_odds_halved,
-                                  groupwise_ucerf, normalized_certainty, pair_metrics, pair_ucerf, perplexity,
-                                  rates_by_group, ucerf)
+from fairnb.ucerf.data import (
+                               CorefPair,
+                               coref_table,
+                               intrinsic_prompts,
+                               limit_pairs,
+                               load_coref,
+                               load_synthbias,
+                               load_winobias,
+                               mcq_options,
+                               mcq_prompts,
+                               occupation_pair_counts,
+                               splits_read,
+                               toy_scenarios,
+                               winobias_splits,
+)
+from fairnb.ucerf.metrics import (
+                               coref_decisions,
+                               desirability,
+                               equalized_odds,
+                               equalized_odds_halved,
+                               groupwise_ucerf,
+                               normalized_certainty,
+                               pair_metrics,
+                               pair_ucerf,
+                               perplexity,
+                               rates_by_group,
+                               ucerf,
+)
 from fairnb.ucerf.run import TASKS, score_coref, score_seeds, seed_pairs
-from fairnb.ucerf.tables import (case_study_tables, display_summary, letter_shares, model_ranking, occupation_table,
-                                 pair_table, per_seed_table, rank_agreement, results_table, summary, summary_table,
-                                 this_run, toy_table)
+from fairnb.ucerf.tables import (
+                               case_study_tables,
+                               display_summary,
+                               letter_shares,
+                               model_ranking,
+                               occupation_table,
+                               pair_table,
+                               per_seed_table,
+                               rank_agreement,
+                               results_table,
+                               summary,
+                               summary_table,
+                               this_run,
+                               toy_table,
+)
 
 # Headlines: the intrinsic task on type-2 pairs, the paper's main setting (Sec. 5.3, Fig. 6), as
 # means over seeds. EO is |dTPR| + |dFPR|, so it runs from 0 to 2; the paper's halved form (0-1)

@@ -30,10 +30,10 @@ import io
 import re
 import warnings
 import zlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd

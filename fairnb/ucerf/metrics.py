@@ -28,7 +28,7 @@ The model is called in :mod:`fairnb.ucerf.run`; tables and intervals are built i
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd

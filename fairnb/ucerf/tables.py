@@ -6,7 +6,7 @@ results, never by a chapter page), the tidy result rows and the page's findings.
 from __future__ import annotations
 
 import warnings
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -15,8 +15,15 @@ from scipy.stats import spearmanr
 from fairnb.contract import require_columns
 from fairnb.stats import bootstrap
 from fairnb.ucerf import metrics as m
-from fairnb.ucerf.data import (INTRINSIC_TEMPLATE, MCQ_ANSWER, MCQ_QUESTION, OPTION_LETTERS, share_of_women,
-                               splits_read, toy_scenarios)
+from fairnb.ucerf.data import (
+    INTRINSIC_TEMPLATE,
+    MCQ_ANSWER,
+    MCQ_QUESTION,
+    OPTION_LETTERS,
+    share_of_women,
+    splits_read,
+    toy_scenarios,
+)
 
 HEADLINE_TASK, HEADLINE_TYPE = "intrinsic", 2
 PAIR_KEYS = ["task", "seed", "pair_id", "type", "occupation_1", "occupation_2", "referent"]
