@@ -506,7 +506,7 @@ def test_score_seeds_shares_the_intrinsic_scores_and_reorders_mcq(tiny_gpt2):
     pairs = load_coref("sample")
     scored = run.score_seeds(tiny_gpt2, pairs, [0, 1], limit=2)
     assert set(scored["task"]) == {"intrinsic", "mcq"} and set(scored["seed"]) == {0, 1}
-    for (task, s), part in scored.groupby(["task", "seed"]):
+    for (_task, s), part in scored.groupby(["task", "seed"]):
         assert set(part["pair_id"]) == set(limit_pairs(pairs, 2, seed=s)["pair_id"])
     intrinsic = scored[scored["task"] == "intrinsic"]
     alone = run.score_coref(tiny_gpt2, limit_pairs(pairs, 2, seed=1), "intrinsic").set_index(["pair_id", "stereotype"])

@@ -287,8 +287,10 @@ def summary(summary_rows: pd.DataFrame, occupations: pd.DataFrame, scored: pd.Da
         ...                   "seed_sd": 0.01, "n_seeds": 2, "n_pairs": 50})
         >>> o = pd.DataFrame({"task": "intrinsic", "type": 2, "occupation": ["nurse", "cook"], "ucerf": [0.7, 0.9],
         ...                   "pct_female": [90.0, 40.0], "n_pairs": 3, "equalized_odds": [0.5, 0.0]})
-        >>> print(summary(s, o, pd.DataFrame({"task": ["intrinsic"]}), "tiny").splitlines()[0])
-        On **tiny**, intrinsic task, type-2 pairs (mean of 2 seeds, 50 pairs): accuracy **80%**, UCerF **0.900** [0.850, 0.950] (seed sd 0.010), equalized odds **0.100** [0.000, 0.200] (|dTPR| + |dFPR|, 0-2; the paper's halved form: 0.050), perplexity 1.500 of at most 2.
+        >>> print(summary(s, o, pd.DataFrame({"task": ["intrinsic"]}), "tiny").splitlines()[0])  # doctest: +NORMALIZE_WHITESPACE
+        On **tiny**, intrinsic task, type-2 pairs (mean of 2 seeds, 50 pairs): accuracy **80%**, UCerF **0.900** [0.850, 0.950]
+        (seed sd 0.010), equalized odds **0.100** [0.000, 0.200] (|dTPR| + |dFPR|, 0-2; the paper's halved form: 0.050),
+        perplexity 1.500 of at most 2.
     """
     v = lambda task, t, metric, column="value": _summary_value(summary_rows, task, t, metric, column)  # noqa: E731
     head = summary_rows[(summary_rows["task"] == HEADLINE_TASK) & (summary_rows["type"] == HEADLINE_TYPE)]
