@@ -9,6 +9,8 @@ co-occurrence ratio, JSD), the tables and case study of Section 4 (:mod:`.tables
 figures (:mod:`.plots`, imported on its own). ``CHAPTER`` is the chapter contract and
 ``PRESETS`` its ``quick`` and ``paper`` settings.
 """
+from typing import Any
+
 from fairnb.contract import Chapter, Citation, Headline, PaperSetting
 from fairnb.probing.data import (
                                  PROBE_COLUMNS,
@@ -55,7 +57,7 @@ from fairnb.probing.tables import (
 # Llama-2(-chat) ships with, assumed here for both presets. `quick` frames the probe so that
 # small models continue it (see fairnb.probing.run), words the templates grammatically ("My
 # friend is a nurse", the wording of fairnb's earlier runs) and generates fewer, shorter texts.
-PRESETS = {
+PRESETS: dict[str, dict[str, Any]] = {
     "quick": {"frame": "auto", "wording": "grammatical", "limit": 8, "n_generated": 8, "max_new_tokens": 32,
               "temperature": 0.6, "top_p": 0.9, "seed": 0, "n_resamples": 1000},
     "paper": {"frame": "instruction", "wording": "paper", "limit": None, "n_generated": 200, "max_new_tokens": 50,

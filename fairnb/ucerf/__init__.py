@@ -9,6 +9,8 @@ Sec. 5.2-5.3 (:mod:`.tables`; figures in :mod:`.plots`, imported on its own). Th
 what is re-exported here; ``CHAPTER`` is its contract and ``PRESETS`` its ``quick`` and
 ``paper`` settings.
 """
+from typing import Any
+
 from fairnb.contract import Chapter, Citation, Headline, PaperSetting
 from fairnb.ucerf.data import (
                                CorefPair,
@@ -61,7 +63,7 @@ from fairnb.ucerf.tables import (
 
 # The paper: five seeds (Sec. 5.1), every pair of WinoBias (dev + test) and SynthBias, both tasks.
 # ``limit`` caps the minimal pairs per type (each seed draws its own); n_resamples is fairnb's choice.
-PRESETS = {
+PRESETS: dict[str, dict[str, Any]] = {
     "quick": {"seeds": [0, 1], "limit": 50, "tasks": ["intrinsic", "mcq"], "split": "test", "n_resamples": 1000},
     "paper": {"seeds": [0, 1, 2, 3, 4], "limit": None, "tasks": ["intrinsic", "mcq"], "split": "dev+test",
               "n_resamples": 1000},
