@@ -125,7 +125,7 @@ def occupation_table(scored: pd.DataFrame) -> pd.DataFrame:
 
 
 def case_study_tables(scored: pd.DataFrame, occupations: Sequence[str] = ("nurse", "physician")
-                      ) -> tuple[tuple[str, str], pd.DataFrame, pd.DataFrame]:
+                      ) -> tuple[tuple[str, ...], pd.DataFrame, pd.DataFrame]:
     """The pairs naming both ``occupations`` (paper Sec. 5.2): per-pair D and U, and per-group TPR/TPD/FPR/FPD.
 
     When no scored pair names both, the most frequent occupation couple of the run is used;
