@@ -31,6 +31,8 @@ pdf: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/ruff check fairnb tests benchmarks
+	$(VENV)/bin/mypy
 	$(PY) -m pytest
 
 # The papers' open models under preset=paper; without the hub it prints the plan and exits 0.

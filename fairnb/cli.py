@@ -19,6 +19,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -27,7 +28,7 @@ from fairnb import published
 from fairnb.report import book, runner
 from fairnb.report.parameters import check_limit, check_name, check_timeout, parse_param
 
-RUN_DEFAULTS = {"models": "default", "chapters": "all", "limit": None, "params": {}, "out": "book/runs", "results": None,
+RUN_DEFAULTS: dict[str, Any] = {"models": "default", "chapters": "all", "limit": None, "params": {}, "out": "book/runs", "results": None,
                 "executor": "local", "scheduler": None, "workers": 1, "force": False, "timeout": None,
                 "notebooks": str(runner.NOTEBOOKS_DIR)}
 

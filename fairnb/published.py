@@ -121,12 +121,13 @@ def parse_conditions(text: str) -> list[tuple[str, str, str]]:
         ...
         ValueError: The condition 'preset paper' is not key=value, key>=number or key~text.
     """
-    found = []
+    found: list[tuple[str, str, str]] = []
     for part in filter(str.strip, str(text).split(";")):
         match = CONDITION.match(part)
         if not match:
             raise ValueError(f"The condition {part.strip()!r} is not key=value, key>=number or key~text.")
-        found.append(match.groups())
+        key, op, value = match.groups()
+        found.append((key, op, value))
     return found
 
 
@@ -397,7 +398,10 @@ def _not_run(published: Mapping) -> dict:
 
 def _rank_verdict(published: Mapping, table: pd.DataFrame, runs: list[dict]) -> dict | None:
     """A rank row: the run's rank among comparable runs of all the paper's ranked models (None: not all here)."""
-    n, direction = SCALE.match(published["scale"]).group(2, 3)
+    scale = SCALE.match(published["scale"])
+    if scale is None:
+        raise ValueError(f"The scale {published['scale']!r} is not fraction, percent or 'rank of N (1 = highest|lowest)'.")
+    n, direction = scale.group(2, 3)
     same = table[(table["chapter"] == published["chapter"]) & (table["table"] == published["table"])]
     hubs = set(filter(None, same["hub_id"])) | set(UNPRINTED_MODELS.get(published["chapter"], {}).values())
     values = {}

@@ -15,8 +15,9 @@ the labelled sentences of ``fairnb/data/scorer_validation.csv`` (:func:`validati
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 import numpy as np
 import pandas as pd
@@ -137,7 +138,10 @@ class HFClassifierScorer:
         self.name = name or label.lower()
         self.label, self.negative, self.argmax = label.lower(), negative.lower() if negative else None, argmax
         self._pipe = pipeline("text-classification", model=model_id, top_k=None, device=device)
-        labels = {str(v).lower() for v in self._pipe.model.config.id2label.values()}
+        id2label = self._pipe.model.config.id2label
+        if id2label is None:
+            raise ValueError(f"The classifier {model_id} names no labels (its config has no id2label).")
+        labels = {str(v).lower() for v in id2label.values()}
         wanted = {self.label} | ({self.negative} if self.negative else set())
         if not wanted <= labels:
             raise ValueError(f"The classifier {model_id} has the labels {sorted(labels)}, not {sorted(wanted - labels)}.")
@@ -145,9 +149,11 @@ class HFClassifierScorer:
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
         if not len(texts):
             return np.zeros(0)
-        scores = [{d["label"].lower(): d["score"] for d in out} for out in self._pipe(list(texts), truncation=True)]
+        # top_k=None: one list of {"label", "score"} dicts per text
+        outputs = cast("list[list[dict[str, Any]]]", self._pipe(list(texts), truncation=True))
+        scores: list[dict[str, float]] = [{d["label"].lower(): d["score"] for d in out} for out in outputs]
         if self.argmax:
-            return np.asarray([max(s, key=s.get) == self.label for s in scores], dtype=float)
+            return np.asarray([max(s, key=s.__getitem__) == self.label for s in scores], dtype=float)
         return np.asarray([s[self.label] - (s[self.negative] if self.negative else 0.0) for s in scores], dtype=float)
 
 

@@ -9,16 +9,34 @@ import numpy as np
 import pandas as pd
 import pytest
 import scikit_posthocs as sp
+from bad_files import BAD_BODIES, assert_names_bad_file
 from scipy.stats import kruskal, rankdata
 
 from fairnb.group_fairness import CHAPTER, tables
 from fairnb.group_fairness import metrics as gf
-from fairnb.group_fairness.data import (DataPoints, GFairSchema, attributes_by_dimension, data_points,
-                                        holisticbias_targets, load_schema, sample_per_dimension, sample_triples,
-                                        sbic_attributes, strip_group_rule, strip_group_spacy)
-from fairnb.group_fairness.run import (FINAL_TURN, alternative_tasks, generate_outputs, gf_think_comparison,
-                                       parse_sentence, run_tasks, score_outputs, task_prompts)
-from bad_files import BAD_BODIES, assert_names_bad_file
+from fairnb.group_fairness.data import (
+    DataPoints,
+    GFairSchema,
+    attributes_by_dimension,
+    data_points,
+    holisticbias_targets,
+    load_schema,
+    sample_per_dimension,
+    sample_triples,
+    sbic_attributes,
+    strip_group_rule,
+    strip_group_spacy,
+)
+from fairnb.group_fairness.run import (
+    FINAL_TURN,
+    alternative_tasks,
+    generate_outputs,
+    gf_think_comparison,
+    parse_sentence,
+    run_tasks,
+    score_outputs,
+    task_prompts,
+)
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "04_group_fairness.ipynb"
 

@@ -8,13 +8,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from bad_files import BAD_BODIES, assert_names_bad_file
 
 from fairnb.probing import data as D
 from fairnb.probing import run as P
 from fairnb.probing import tables as T
-from fairnb.probing.metrics import (LABELS, attribute_shares, cooccurrence_ratio, gender_attribute_label,
-                                    is_nonsense, jsd)
-from bad_files import BAD_BODIES, assert_names_bad_file
+from fairnb.probing.metrics import LABELS, attribute_shares, cooccurrence_ratio, gender_attribute_label, is_nonsense, jsd
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "02_conditional_generation.ipynb"
 FEMALE, MALE = D.attribute_words()

@@ -12,9 +12,20 @@ import pytest
 
 from fairnb.ucerf import metrics as ucerf
 from fairnb.ucerf import run, tables
-from fairnb.ucerf.data import (NONE_OPTION, CorefPair, coref_table, intrinsic_prompts, limit_pairs, load_coref,
-                               load_synthbias, load_winobias, mcq_options, mcq_prompts, parse_winobias_line,
-                               splits_read)
+from fairnb.ucerf.data import (
+    NONE_OPTION,
+    CorefPair,
+    coref_table,
+    intrinsic_prompts,
+    limit_pairs,
+    load_coref,
+    load_synthbias,
+    load_winobias,
+    mcq_options,
+    mcq_prompts,
+    parse_winobias_line,
+    splits_read,
+)
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "03_uncertainty_fairness.ipynb"
 
@@ -495,7 +506,7 @@ def test_score_seeds_shares_the_intrinsic_scores_and_reorders_mcq(tiny_gpt2):
     pairs = load_coref("sample")
     scored = run.score_seeds(tiny_gpt2, pairs, [0, 1], limit=2)
     assert set(scored["task"]) == {"intrinsic", "mcq"} and set(scored["seed"]) == {0, 1}
-    for (task, s), part in scored.groupby(["task", "seed"]):
+    for (_task, s), part in scored.groupby(["task", "seed"]):
         assert set(part["pair_id"]) == set(limit_pairs(pairs, 2, seed=s)["pair_id"])
     intrinsic = scored[scored["task"] == "intrinsic"]
     alone = run.score_coref(tiny_gpt2, limit_pairs(pairs, 2, seed=1), "intrinsic").set_index(["pair_id", "stereotype"])

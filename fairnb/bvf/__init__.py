@@ -10,6 +10,8 @@ distributions (Fig. 10) and the WLS regression of Fig. 9 (:mod:`.metrics`), the 
 and summary (:mod:`.tables`) and figures (:mod:`.plots`). spaCy is loaded in one place,
 :func:`.mining.load_pipeline`.
 """
+from typing import Any
+
 from fairnb.bvf.data import (
                              TOPICS,
                              comparison_sources,
@@ -82,7 +84,7 @@ from fairnb.models.names import VARIANTS
 # (only words that are one token), "exact" scores every word with all its tokens; ``tolerance`` 0
 # skips no word; ``coverage`` 1 keeps every template; ``convention_occupations`` sizes the page's
 # comparison of the two word conventions on the gender topic (None: every occupation).
-PRESETS = {
+PRESETS: dict[str, dict[str, Any]] = {
     "quick": {"limit": 60, "topics": list(TOPICS), "k": float("inf"), "criterion": "official",
               "words": "single-token", "tolerance": 0.0, "coverage": 1.0, "n_resamples": 1000,
               "convention_occupations": 10},

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import pandas as pd
@@ -84,7 +84,7 @@ def bounded_word_probs(lm: LanguageModel, prompts: Sequence[str], words: Sequenc
     for n_kept in np.unique(keep[keep > 0]):
         rows = np.flatnonzero(keep == n_kept)
         scored = lm.next_word_probs([prompts[i] for i in rows], multi[:n_kept])
-        out[np.ix_(rows, [column[w] for w in multi[:n_kept]])] = scored
+        out[np.ix_(rows, np.array([column[w] for w in multi[:n_kept]]))] = scored
     skipped = np.append(suffix, np.zeros((len(prompts), 1)), axis=1)[np.arange(len(prompts)), keep]
     with np.errstate(divide="ignore", invalid="ignore"):
         error = np.where(skipped > 0, skipped / single_mass, 0.0)
@@ -142,7 +142,7 @@ def single_token_words(lm: LanguageModel, categories: Mapping[str, Sequence[str]
     """
     kept = {}
     for category, words in categories.items():
-        ids = {}
+        ids: dict[int, str] = {}
         for word in words:
             try:
                 token = lm.word_token_ids(word)
@@ -257,7 +257,7 @@ def template_source_risks(lm: LanguageModel, groups: Sequence[str], sources: Seq
     on this section too. One row per source (index: its name) with the templates kept, the
     templates in the source, the dropped weight and ``R, R_b, R_v``.
     """
-    rows = {}
+    rows: dict[str, dict[str, object]] = {}
     for source in sources:
         kept = keep_coverage(source, coverage)
         totals = risk_table(attribute_probabilities(lm, groups, kept, categories, tolerance, words),
@@ -327,6 +327,7 @@ def compare_variants(lm: LanguageModel, variants: Sequence[str], groups: Sequenc
     from fairnb.models import load_model
 
     def load(name: str) -> LanguageModel:
-        return lm if name == lm.name else load_model(name, device=lm.device)
+        # A variant is a local fine-tuned checkpoint (fairnb.models.tuning), so a LanguageModel.
+        return lm if name == lm.name else cast("LanguageModel", load_model(name, device=lm.device))
 
     return variant_risks(lm.name, variants, load, groups, templates, categories, k=k, words=words, criterion=criterion)

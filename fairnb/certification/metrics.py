@@ -11,6 +11,7 @@ summary :func:`mean_bounds`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -77,15 +78,15 @@ def coverage_study(true_p: Sequence[float] | None = None, n: int = 50, repetitio
         >>> study.coverage.tolist()[0], study.coverage.tolist()[2], bool(study.coverage.min() >= 0.9)
         (1.0, 1.0, True)
     """
-    true_p = np.linspace(0, 1, 11) if true_p is None else np.asarray(true_p, dtype=float)
-    if np.any((true_p < 0) | (true_p > 1)):
+    probs = np.linspace(0, 1, 11) if true_p is None else np.asarray(true_p, dtype=float)
+    if np.any((probs < 0) | (probs > 1)):
         raise ValueError("True probabilities must lie in [0, 1].")
     if repetitions < 1:
         raise ValueError(f"repetitions must be at least 1, got {repetitions}.")
-    successes = np.random.default_rng(seed).binomial(n, true_p[:, None], size=(true_p.size, repetitions))
+    successes = np.random.default_rng(seed).binomial(n, probs[:, None], size=(probs.size, repetitions))
     low, high = clopper_pearson(np.arange(n + 1), n, confidence)
-    covered = (low[successes] <= true_p[:, None]) & (true_p[:, None] <= high[successes])
-    return pd.DataFrame({"true_p": true_p, "coverage": covered.mean(axis=1),
+    covered = (low[successes] <= probs[:, None]) & (probs[:, None] <= high[successes])
+    return pd.DataFrame({"true_p": probs, "coverage": covered.mean(axis=1),
                          "mean_width": (high - low)[successes].mean(axis=1),
                          "n": n, "repetitions": repetitions, "confidence": confidence})
 
@@ -190,7 +191,7 @@ def agreement_disparity(agrees: np.ndarray) -> np.ndarray:
         [True, False, False]
     """
     agrees = np.asarray(agrees, dtype=bool)
-    return agrees.any(axis=-1) & ~agrees.all(axis=-1)
+    return cast(np.ndarray, agrees.any(axis=-1) & ~agrees.all(axis=-1))  # an array for the 2-D input (rows = sets)
 
 
 def contains_any(texts: Sequence[str], substrings: Sequence[str]) -> np.ndarray:

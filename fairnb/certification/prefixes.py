@@ -142,7 +142,8 @@ def jailbreak_mixture(main: Sequence[str] | None = None, helpers: Sequence[str] 
 
 def embedding_max_abs(lm: LanguageModel) -> float:
     """max |E| over the model's input embedding matrix: the scale of soft-prefix noise."""
-    return float(lm.model.get_input_embeddings().weight.detach().abs().max())
+    # torch's nn.Module.__getattr__ types the weight as a Tensor or Module; it is the embedding matrix
+    return float(lm.model.get_input_embeddings().weight.detach().abs().max())  # type: ignore[operator]
 
 
 def soft_base(lm: LanguageModel, text: str, length: int | None) -> torch.Tensor:

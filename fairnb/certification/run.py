@@ -182,10 +182,10 @@ def ablate(parameter: str, values: Sequence, pivots: Sequence[PivotSet], model: 
                          f"{sorted(SAMPLER_PARAMETERS) + list(RUN_PARAMETERS)}.")
     if len(values) == 0:
         raise ValueError("The list of ablation values is empty.")
-    if parameter in RUN_PARAMETERS and kind is None:
-        raise ValueError(f"Ablating {parameter!r} needs the prefix kind to certify with (kind=...).")
+    if parameter in RUN_PARAMETERS:
+        _run_kind(kind, parameter)  # before any work
     if parameter in REBOUND_PARAMETERS:
-        return _rebound(parameter, values, pivots, model, detector, make_sampler(kind, **sampler_params), n,
+        return _rebound(parameter, values, pivots, model, detector, make_sampler(_run_kind(kind, parameter), **sampler_params), n,
                         confidence, **generation)
     frames = []
     for value in values:
@@ -193,7 +193,7 @@ def ablate(parameter: str, values: Sequence, pivots: Sequence[PivotSet], model: 
         if parameter in SAMPLER_PARAMETERS:
             sampler = make_sampler(SAMPLER_PARAMETERS[parameter], **{**sampler_params, parameter: value})
         else:
-            sampler = make_sampler(kind, **sampler_params)
+            sampler = make_sampler(_run_kind(kind, parameter), **sampler_params)
             settings[parameter] = value
         result = certify(pivots, sampler, model, detector, **settings)
         frames.append(result.certificates.assign(
@@ -220,6 +220,13 @@ def _rebound(parameter: str, values: Sequence, pivots: Sequence[PivotSet], model
         frames.append(table.assign(estimate=table.unbiased / size, low=low, high=high, parameter=parameter,
                                    parameter_value=pd.Series([value] * len(table), dtype=object)))
     return pd.concat(frames, ignore_index=True)
+
+
+def _run_kind(kind: str | None, parameter: str) -> str:
+    """The prefix ``kind`` that ablating the run parameter ``parameter`` certifies with."""
+    if kind is None:
+        raise ValueError(f"Ablating {parameter!r} needs the prefix kind to certify with (kind=...).")
+    return kind
 
 
 def ablation_study(ablations: dict, pivots: Sequence[PivotSet], model: LanguageModel, detector: Detector,

@@ -9,15 +9,35 @@ appendix, :mod:`.plots`, imported on its own) and GF-Think (Section 8). The note
 re-exported here; ``CHAPTER`` is its contract and ``PRESETS`` its ``quick`` and ``paper`` settings.
 """
 from fairnb.contract import Chapter, Citation, Headline, PaperSetting
-from fairnb.group_fairness.data import (DIMENSIONS, DataPoints, attributes_by_dimension, build_schema, data_points,
-                                        holisticbias_targets, load_schema, sample_per_dimension, sample_triples,
-                                        sbic_attributes, schema_source)
+from fairnb.group_fairness.data import (
+                                        DIMENSIONS,
+                                        DataPoints,
+                                        attributes_by_dimension,
+                                        build_schema,
+                                        data_points,
+                                        holisticbias_targets,
+                                        load_schema,
+                                        sample_per_dimension,
+                                        sample_triples,
+                                        sbic_attributes,
+                                        schema_source,
+)
 from fairnb.group_fairness.metrics import BIAS_METRICS, bias_rates, target_std, task_agreement
-from fairnb.group_fairness.run import (ALTERNATIVE_TASKS, TASK_PROMPTS, TASKS, alternative_tasks,
-                                       gf_think_comparison, run_tasks)
-from fairnb.group_fairness.tables import (MAIN_TASK, agreement_by_metric, agreement_table, gf_think_table,
-                                          kruskal_table, rates_table, representative_targets, results_table,
-                                          same_points, summary, task_rates, this_run)
+from fairnb.group_fairness.run import ALTERNATIVE_TASKS, TASK_PROMPTS, TASKS, alternative_tasks, gf_think_comparison, run_tasks
+from fairnb.group_fairness.tables import (
+                                        MAIN_TASK,
+                                        agreement_by_metric,
+                                        agreement_table,
+                                        gf_think_table,
+                                        kruskal_table,
+                                        rates_table,
+                                        representative_targets,
+                                        results_table,
+                                        same_points,
+                                        summary,
+                                        task_rates,
+                                        this_run,
+)
 
 # Headlines: the main task's overall means, the numbers the paper ranks models by (Section 6.2,
 # Tables 2-3 "all"); the per-dimension spread depends on the sample size too much to compare runs.

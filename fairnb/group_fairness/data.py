@@ -22,9 +22,10 @@ import json
 import re
 import warnings
 import zlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -347,7 +348,7 @@ def sample_per_dimension(frame: pd.DataFrame, n: int, seed: int = 0, dimension: 
         raise ValueError(f"n must be at least 1, got {n}.")
     if dimension not in frame.columns:
         raise ValueError(f"The table lacks the column {dimension!r}.")
-    keep = []
+    keep: list[Any] = []
     for code, group in frame.groupby(dimension, sort=False):
         keep += list(group.index) if len(group) <= n else _draw(list(group.index), n, _dimension_rng(seed, code))
     return frame.loc[sorted(keep)].reset_index(drop=True)

@@ -16,7 +16,7 @@ means (their standard deviation) shows how unevenly it treats the targets (Figur
 from __future__ import annotations
 
 import warnings
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd

@@ -13,7 +13,8 @@ The paper's exact prompts were not published; these wordings are fairnb's.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd

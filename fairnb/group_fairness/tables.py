@@ -2,7 +2,8 @@
 beside the paper's settings (:func:`this_run`) and the chapter's prose numbers (:func:`summary`)."""
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -66,7 +67,7 @@ def results_table(answers: pd.DataFrame, metrics: Sequence[str] = gf.BIAS_METRIC
     Metric names of tasks other than ``main_task`` start with ``<task>_``, so a name means one thing.
     """
     require_columns(answers, ["task", "dimension", "target", *metrics], "answers table")
-    rows = []
+    rows: list[tuple[Any, ...]] = []
     main = answers[answers.task == main_task]
     for metric in metrics if len(main) else ():
         rows.append((f"{main_task}/all", metric, float(main[metric].mean()), "headline", main_task, "all", len(main)))

@@ -219,7 +219,7 @@ class DiskCache:
                              "next load; a model folder of yours needs its files restored).")
         return value
 
-    def _cached(self, path: Path, read: Callable[[Path], Any], write: Callable[[Path, Any], None],
+    def _cached(self, path: Path, read: Callable[[Path], Any], write: Callable[[Path, Any], object],
                 compute: Callable[[], Any]) -> Any:
         if self.enabled and path.exists():
             try:

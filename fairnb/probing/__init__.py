@@ -9,16 +9,46 @@ co-occurrence ratio, JSD), the tables and case study of Section 4 (:mod:`.tables
 figures (:mod:`.plots`, imported on its own). ``CHAPTER`` is the chapter contract and
 ``PRESETS`` its ``quick`` and ``paper`` settings.
 """
-from fairnb.contract import Chapter, Citation, Headline, PaperSetting
-from fairnb.probing.data import (PROBE_COLUMNS, STRATEGIES, STS_B_COLUMNS, WORDINGS, attribute_words,
-                                 natural_probe_filter, naturally_sourced_probes, read_sts_b, sts_b_filter,
-                                 template_probes)
-from fairnb.probing.metrics import LABELS, attribute_shares, cooccurrence_ratio, gender_attribute_label, jsd
-from fairnb.probing.run import (CHAT_INSTRUCTION, FRAMES, INSTRUCTION, build_probes, framed_inputs, producible_pairs,
-                                resolve_frame, score_probes, score_words)
-from fairnb.probing.tables import (CASES, case_examples, case_split, case_table, headline_table, most_least_biased,
-                                   results_table, strategy_table, summary, this_run, word_jsd_table)
+from typing import Any
 
+from fairnb.contract import Chapter, Citation, Headline, PaperSetting
+from fairnb.probing.data import (
+                                 PROBE_COLUMNS,
+                                 STRATEGIES,
+                                 STS_B_COLUMNS,
+                                 WORDINGS,
+                                 attribute_words,
+                                 natural_probe_filter,
+                                 naturally_sourced_probes,
+                                 read_sts_b,
+                                 sts_b_filter,
+                                 template_probes,
+)
+from fairnb.probing.metrics import LABELS, attribute_shares, cooccurrence_ratio, gender_attribute_label, jsd
+from fairnb.probing.run import (
+                                 CHAT_INSTRUCTION,
+                                 FRAMES,
+                                 INSTRUCTION,
+                                 build_probes,
+                                 framed_inputs,
+                                 producible_pairs,
+                                 resolve_frame,
+                                 score_probes,
+                                 score_words,
+)
+from fairnb.probing.tables import (
+                                 CASES,
+                                 case_examples,
+                                 case_split,
+                                 case_table,
+                                 headline_table,
+                                 most_least_biased,
+                                 results_table,
+                                 strategy_table,
+                                 summary,
+                                 this_run,
+                                 word_jsd_table,
+)
 
 # The paper: all 159 template words, 200 LLM-generated statements, every qualifying STS-B test
 # sentence, the input [I; x] with I = "Complete the sentence" and 50 new tokens (Section 3), the
@@ -27,7 +57,7 @@ from fairnb.probing.tables import (CASES, case_examples, case_split, case_table,
 # Llama-2(-chat) ships with, assumed here for both presets. `quick` frames the probe so that
 # small models continue it (see fairnb.probing.run), words the templates grammatically ("My
 # friend is a nurse", the wording of fairnb's earlier runs) and generates fewer, shorter texts.
-PRESETS = {
+PRESETS: dict[str, dict[str, Any]] = {
     "quick": {"frame": "auto", "wording": "grammatical", "limit": 8, "n_generated": 8, "max_new_tokens": 32,
               "temperature": 0.6, "top_p": 0.9, "seed": 0, "n_resamples": 1000},
     "paper": {"frame": "instruction", "wording": "paper", "limit": None, "n_generated": 200, "max_new_tokens": 50,

@@ -17,9 +17,9 @@ module calls a model.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -42,7 +42,7 @@ STS_B_FORMATS = ("the GLUE sts-b TSV (a header row: " + ", ".join(GLUE_STS_B_COL
                  "sts-*.csv (tab-separated, no header: " + ", ".join(STS_B_COLUMNS) + ")")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _lexicon(name: str) -> dict:
     return yaml.safe_load(shipped_file("probing", f"{name}.yaml").read_text())
 

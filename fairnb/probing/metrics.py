@@ -13,7 +13,7 @@ paired attribute words ``(w_i^f, w_i^m)``, i = 1..N (she/he, her/him, ...), are 
 from __future__ import annotations
 
 import re
-from typing import Collection
+from collections.abc import Collection
 
 import numpy as np
 from scipy.spatial.distance import jensenshannon

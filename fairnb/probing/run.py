@@ -21,14 +21,25 @@ Returns tidy frames; :mod:`fairnb.probing.tables` turns them into tables and res
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from fairnb.contract import require_columns
-from fairnb.probing.data import (PROBE_COLUMNS, STRATEGIES, _table, attribute_words, feature_lists, has_gendered_word,
-                                 naturally_sourced_probes, overlap, split_statements, template_probes)
+from fairnb.probing.data import (
+    PROBE_COLUMNS,
+    STRATEGIES,
+    _table,
+    attribute_words,
+    feature_lists,
+    has_gendered_word,
+    naturally_sourced_probes,
+    overlap,
+    split_statements,
+    template_probes,
+)
 from fairnb.probing.metrics import attribute_shares, gender_attribute_label, jsd
 
 if TYPE_CHECKING:

@@ -144,7 +144,7 @@ def most_least_biased(scored: pd.DataFrame, k: int = 3, strategy: str = "templat
     if chosen.empty:
         raise ValueError(f"No {strategy} probes were scored.")
     parts = []
-    for feature, group in chosen.groupby("feature", sort=False):
+    for _feature, group in chosen.groupby("feature", sort=False):
         ordered = group.sort_values("jsd", ascending=False)
         n_least = min(k, max(len(group) - k, 0))  # the two ends never share a probe
         parts += [ordered.head(k).assign(end="most biased"),

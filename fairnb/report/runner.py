@@ -480,17 +480,20 @@ def run_pairs(pairs: Sequence[Pair], parameters: dict | None = None, *, cwd: str
             outcome[index] = PairResult(model_label(pair.model), pair.chapter, "skipped", 0.0, "up to date")
         else:
             pending.append((index, pair, why or ""))
-    arguments = dict(cwd=cwd, timeout=timeout, results=results)
-    pending = [(index, pair, why, shares[pair.source]) for index, pair, why in pending]
+    arguments: dict[str, Any] = dict(cwd=cwd, timeout=timeout, results=results)
+    jobs = [(index, pair, why, shares[pair.source]) for index, pair, why in pending]
     if executor == "local":
-        progress = tqdm(pending, desc="notebooks", unit="pair")
+        progress = tqdm(jobs, desc="notebooks", unit="pair")
         for index, pair, why, share in progress:
             page = f"{model_label(pair.model)} × {pair.chapter}"
             progress.set_postfix_str(page)
-            outcome[index] = run_pair(pair, share, **arguments, why=why,
-                                      on_progress=lambda line, page=page: progress.set_postfix_str(f"{page}: {line}"))
+
+            def on_progress(line: str, page: str = page) -> None:
+                progress.set_postfix_str(f"{page}: {line}")
+
+            outcome[index] = run_pair(pair, share, **arguments, why=why, on_progress=on_progress)
     else:
-        outcome.update(_run_on_dask(pending, arguments, scheduler, workers))
+        outcome.update(_run_on_dask(jobs, arguments, scheduler, workers))
     frame = pd.DataFrame([asdict(outcome[i]) for i in range(len(pairs))],
                          columns=["model", "chapter", "status", "seconds", "reason"])
     return frame.assign(seconds=frame["seconds"].round(1))

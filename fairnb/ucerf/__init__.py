@@ -9,17 +9,53 @@ Sec. 5.2-5.3 (:mod:`.tables`; figures in :mod:`.plots`, imported on its own). Th
 what is re-exported here; ``CHAPTER`` is its contract and ``PRESETS`` its ``quick`` and
 ``paper`` settings.
 """
+from typing import Any
+
 from fairnb.contract import Chapter, Citation, Headline, PaperSetting
-from fairnb.ucerf.data import (CorefPair, coref_table, intrinsic_prompts, limit_pairs, load_coref, load_synthbias,
-                               load_winobias, mcq_options, mcq_prompts, occupation_pair_counts, splits_read,
-                               toy_scenarios, winobias_splits)
-from fairnb.ucerf.metrics import (coref_decisions, desirability, equalized_odds, equalized_odds_halved,
-                                  groupwise_ucerf, normalized_certainty, pair_metrics, pair_ucerf, perplexity,
-                                  rates_by_group, ucerf)
+from fairnb.ucerf.data import (
+                               CorefPair,
+                               coref_table,
+                               intrinsic_prompts,
+                               limit_pairs,
+                               load_coref,
+                               load_synthbias,
+                               load_winobias,
+                               mcq_options,
+                               mcq_prompts,
+                               occupation_pair_counts,
+                               splits_read,
+                               toy_scenarios,
+                               winobias_splits,
+)
+from fairnb.ucerf.metrics import (
+                               coref_decisions,
+                               desirability,
+                               equalized_odds,
+                               equalized_odds_halved,
+                               groupwise_ucerf,
+                               normalized_certainty,
+                               pair_metrics,
+                               pair_ucerf,
+                               perplexity,
+                               rates_by_group,
+                               ucerf,
+)
 from fairnb.ucerf.run import TASKS, score_coref, score_seeds, seed_pairs
-from fairnb.ucerf.tables import (case_study_tables, display_summary, letter_shares, model_ranking, occupation_table,
-                                 pair_table, per_seed_table, rank_agreement, results_table, summary, summary_table,
-                                 this_run, toy_table)
+from fairnb.ucerf.tables import (
+                               case_study_tables,
+                               display_summary,
+                               letter_shares,
+                               model_ranking,
+                               occupation_table,
+                               pair_table,
+                               per_seed_table,
+                               rank_agreement,
+                               results_table,
+                               summary,
+                               summary_table,
+                               this_run,
+                               toy_table,
+)
 
 # Headlines: the intrinsic task on type-2 pairs, the paper's main setting (Sec. 5.3, Fig. 6), as
 # means over seeds. EO is |dTPR| + |dFPR|, so it runs from 0 to 2; the paper's halved form (0-1)
@@ -27,7 +63,7 @@ from fairnb.ucerf.tables import (case_study_tables, display_summary, letter_shar
 
 # The paper: five seeds (Sec. 5.1), every pair of WinoBias (dev + test) and SynthBias, both tasks.
 # ``limit`` caps the minimal pairs per type (each seed draws its own); n_resamples is fairnb's choice.
-PRESETS = {
+PRESETS: dict[str, dict[str, Any]] = {
     "quick": {"seeds": [0, 1], "limit": 50, "tasks": ["intrinsic", "mcq"], "split": "test", "n_resamples": 1000},
     "paper": {"seeds": [0, 1, 2, 3, 4], "limit": None, "tasks": ["intrinsic", "mcq"], "split": "dev+test",
               "n_resamples": 1000},

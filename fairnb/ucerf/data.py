@@ -30,10 +30,10 @@ import io
 import re
 import warnings
 import zlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -261,7 +261,8 @@ def load_winobias(folder: str | Path, split: str | Sequence[str] = "test",
         raise ValueError(f"The WinoBias dataset {folder} is not a folder: give the folder that holds "
                          f"{{pro,anti}}_stereotyped_type{{1,2}}.txt.{splits[0]}.")
     splits = splits[:1] if _synthbias_layout(folder) else splits
-    rows, dropped = [], []
+    rows: list[CorefPair] = []
+    dropped: list[str] = []
     for one in splits:
         rows += _winobias_split(folder, one, occupations, dropped)
     if dropped:
@@ -472,7 +473,7 @@ def limit_pairs(pairs: pd.DataFrame, limit: int | None, seed: int = 0) -> pd.Dat
     if limit < 1:
         raise ValueError(f"limit must be at least 1 (or None for all pairs), not {limit}.")
     rng = np.random.default_rng(seed)
-    keep = []
+    keep: list[int] = []
     for _, group in pairs.groupby("type", sort=True):
         ids = group["pair_id"].unique()
         keep.extend(rng.choice(ids, size=min(limit, len(ids)), replace=False))

@@ -28,7 +28,7 @@ The model is called in :mod:`fairnb.ucerf.run`; tables and intervals are built i
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -180,7 +180,7 @@ def groupwise_ucerf(positive, predicted, desirability_, group, groups: Sequence[
     return float(1.0 - (abs(a["tpd"] - b["tpd"]) + abs(a["fpd"] - b["fpd"])) / 2)
 
 
-def coref_decisions(correct, picked_other, desirability_, group) -> tuple[np.ndarray, ...]:
+def coref_decisions(correct, picked_other, desirability_, group) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Expand sentences into the two binary decisions each holds (referent, other occupation; paper Sec. 3.3).
 
     Returns ``(positive, predicted, desirability, group)`` for :func:`equalized_odds` and

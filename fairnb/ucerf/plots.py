@@ -55,7 +55,7 @@ def lsbp_scenarios(table: pd.DataFrame, title: str = "The paper's constructed ca
     ``table`` is :func:`fairnb.ucerf.tables.toy_table`; each row is labelled with its U and EO.
     """
     fig, ax = plt.subplots(figsize=(9, 0.55 * len(table) + 1.2))
-    for y, (name, row) in enumerate(table.iloc[::-1].iterrows()):
+    for y, (_name, row) in enumerate(table.iloc[::-1].iterrows()):
         ax.hlines(y, -1, 1, color="0.8", lw=1)
         ax.plot([row["D_pro"]], [y], "o", color="tab:red", label="pro-stereotypical" if y == 0 else None)
         ax.plot([row["D_anti"]], [y], "s", color="tab:blue", label="anti-stereotypical" if y == 0 else None)

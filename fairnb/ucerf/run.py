@@ -12,7 +12,8 @@ the MCQ option order; the intrinsic task is deterministic, so each pair is score
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd

@@ -6,7 +6,7 @@ results, never by a chapter page), the tidy result rows and the page's findings.
 from __future__ import annotations
 
 import warnings
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -15,8 +15,15 @@ from scipy.stats import spearmanr
 from fairnb.contract import require_columns
 from fairnb.stats import bootstrap
 from fairnb.ucerf import metrics as m
-from fairnb.ucerf.data import (INTRINSIC_TEMPLATE, MCQ_ANSWER, MCQ_QUESTION, OPTION_LETTERS, share_of_women,
-                               splits_read, toy_scenarios)
+from fairnb.ucerf.data import (
+    INTRINSIC_TEMPLATE,
+    MCQ_ANSWER,
+    MCQ_QUESTION,
+    OPTION_LETTERS,
+    share_of_women,
+    splits_read,
+    toy_scenarios,
+)
 
 HEADLINE_TASK, HEADLINE_TYPE = "intrinsic", 2
 PAIR_KEYS = ["task", "seed", "pair_id", "type", "occupation_1", "occupation_2", "referent"]
@@ -118,7 +125,7 @@ def occupation_table(scored: pd.DataFrame) -> pd.DataFrame:
 
 
 def case_study_tables(scored: pd.DataFrame, occupations: Sequence[str] = ("nurse", "physician")
-                      ) -> tuple[tuple[str, str], pd.DataFrame, pd.DataFrame]:
+                      ) -> tuple[tuple[str, ...], pd.DataFrame, pd.DataFrame]:
     """The pairs naming both ``occupations`` (paper Sec. 5.2): per-pair D and U, and per-group TPR/TPD/FPR/FPD.
 
     When no scored pair names both, the most frequent occupation couple of the run is used;
@@ -280,8 +287,10 @@ def summary(summary_rows: pd.DataFrame, occupations: pd.DataFrame, scored: pd.Da
         ...                   "seed_sd": 0.01, "n_seeds": 2, "n_pairs": 50})
         >>> o = pd.DataFrame({"task": "intrinsic", "type": 2, "occupation": ["nurse", "cook"], "ucerf": [0.7, 0.9],
         ...                   "pct_female": [90.0, 40.0], "n_pairs": 3, "equalized_odds": [0.5, 0.0]})
-        >>> print(summary(s, o, pd.DataFrame({"task": ["intrinsic"]}), "tiny").splitlines()[0])
-        On **tiny**, intrinsic task, type-2 pairs (mean of 2 seeds, 50 pairs): accuracy **80%**, UCerF **0.900** [0.850, 0.950] (seed sd 0.010), equalized odds **0.100** [0.000, 0.200] (|dTPR| + |dFPR|, 0-2; the paper's halved form: 0.050), perplexity 1.500 of at most 2.
+        >>> print(summary(s, o, pd.DataFrame({"task": ["intrinsic"]}), "tiny").splitlines()[0])  # doctest: +NORMALIZE_WHITESPACE
+        On **tiny**, intrinsic task, type-2 pairs (mean of 2 seeds, 50 pairs): accuracy **80%**, UCerF **0.900** [0.850, 0.950]
+        (seed sd 0.010), equalized odds **0.100** [0.000, 0.200] (|dTPR| + |dFPR|, 0-2; the paper's halved form: 0.050),
+        perplexity 1.500 of at most 2.
     """
     v = lambda task, t, metric, column="value": _summary_value(summary_rows, task, t, metric, column)  # noqa: E731
     head = summary_rows[(summary_rows["task"] == HEADLINE_TASK) & (summary_rows["type"] == HEADLINE_TYPE)]
