@@ -7,15 +7,15 @@ produce exactly ``n_prompts * max_new_tokens`` tokens.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import numpy as np
 import torch
 
+from fairnb.models.language_model import LanguageModel
 from fairnb.probing.data import template_probes
 from fairnb.probing.run import INSTRUCTION
-from fairnb.models.language_model import LanguageModel
 
 
 def generation_prompts(n: int) -> list[str]:

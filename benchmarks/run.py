@@ -17,10 +17,11 @@ import platform
 import statistics
 import subprocess
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 import numpy as np
 import torch

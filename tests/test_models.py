@@ -5,12 +5,10 @@ import shutil
 import time
 
 import numpy as np
-import pandas as pd
 import pytest
 import torch
 
 from fairnb import load_model, model_slug
-
 
 PROMPTS = ["The nurse said that", "My friend is a", "The capital of France is", "He"]
 WORDS = ["she", "he", "teacher", "zebrafish", "Paris"]  # "zebrafish" is many tokens here
@@ -301,7 +299,7 @@ def test_chunked_generation_runs_the_batches_of_one_unchunked_run(tiny_gpt2_path
         lm = load_model(str(tiny_gpt2_path), device="cpu", use_cache=False)
         lm.generation_chunk_rows, lm.batch_size = chunk_rows, 8                 # generation batches of 4
         forward, seen = lm.model.generate, []
-        lm.model.generate = lambda *a, **k: seen.append(k["input_ids"].tolist()) or forward(*a, **k)
+        lm.model.generate = lambda *a, seen=seen, forward=forward, **k: seen.append(k["input_ids"].tolist()) or forward(*a, **k)
         texts = lm.generate(prompts, max_new_tokens=3)
         batches[chunk_rows] = (seen, texts)
     assert len(batches[4][0]) == 3 and batches[4] == batches[10**9]        # the same padded batches, the same texts

@@ -5,8 +5,7 @@ from pathlib import Path
 
 import torch
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-from transformers import (BertConfig, BertForMaskedLM, GPT2Config, GPT2LMHeadModel,
-                          PreTrainedTokenizerFast)
+from transformers import BertConfig, BertForMaskedLM, GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
 CORPUS = [
     "The nurse said that she was tired. The doctor said that he was busy.",

@@ -16,12 +16,19 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, cast
 
 import torch
-from transformers import (GenerationConfig, LogitsProcessor, LogitsProcessorList, TemperatureLogitsWarper,
-                          TopKLogitsWarper, TopPLogitsWarper)
+from transformers import (
+    GenerationConfig,
+    LogitsProcessor,
+    LogitsProcessorList,
+    TemperatureLogitsWarper,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
 
 from fairnb.models.batching import batches_by_length, check_fits, left_pad
 
@@ -114,7 +121,7 @@ class RowGumbel(LogitsProcessor):
         uniform = torch.stack([torch.rand(scores.shape[-1], generator=g, device=scores.device)
                                for g in self.generators])
         tiny = torch.finfo(uniform.dtype).tiny
-        return scores.float() - torch.log(-torch.log(uniform.clamp(tiny, 1 - 1e-7)))
+        return cast(torch.FloatTensor, scores.float() - torch.log(-torch.log(uniform.clamp(tiny, 1 - 1e-7))))
 
 
 def _with_prefix(lm: LanguageModel, ids: torch.Tensor, mask: torch.Tensor, prefix: torch.Tensor,
@@ -169,12 +176,12 @@ def generate(
                 processors.append(RowGumbel([seeds[i] for i in batch], lm.device))
             common = dict(generation_config=config, logits_processor=processors, use_model_defaults=False)
             if prefix_embeds is None:
-                out = lm.model.generate(input_ids=ids, attention_mask=mask, **common)
+                out = lm.model.generate(input_ids=ids, attention_mask=mask, **common)  # type: ignore[operator]  # torch types nn.Module attributes as Tensor
                 new = out[:, ids.shape[1]:]
             else:
                 prefix = prefix_embeds if prefix_embeds.dim() == 2 else prefix_embeds[torch.as_tensor(batch)]
                 embeds, emb_mask = _with_prefix(lm, ids, mask, prefix, [len(heads[i]) for i in batch])
-                new = lm.model.generate(inputs_embeds=embeds, attention_mask=emb_mask, **common)
+                new = lm.model.generate(inputs_embeds=embeds, attention_mask=emb_mask, **common)  # type: ignore[operator]  # as above
             for i, seq in zip(batch, new):
                 texts[i] = tok.decode(seq, skip_special_tokens=True)
     return texts

@@ -9,8 +9,9 @@ builds a LanguageModel from a name.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -114,9 +115,13 @@ class LanguageModel:
         """Each chunk's result, read from the cache or computed and cached as it finishes."""
         progress, parts = Progress(n_rows, what), []
         for start, stop in chunk_bounds(n_rows, chunk_rows):
-            computed = []
-            parts.append(store(self._key(method, *inputs(start, stop)),
-                               lambda: computed.append(1) or compute(start, stop)))
+            computed: list[int] = []
+
+            def run(start: int = start, stop: int = stop, computed: list[int] = computed) -> Any:
+                computed.append(1)
+                return compute(start, stop)
+
+            parts.append(store(self._key(method, *inputs(start, stop)), run))
             progress.update(stop - start, cached=not computed)
         return parts
 
@@ -126,9 +131,9 @@ class LanguageModel:
             raise ValueError(f"Model {self.name!r} has no chat template; call it without chat=True.")
         head = [{"role": "system", "content": system}] if system else []
         return [
-            self.tokenizer.apply_chat_template(
+            cast(str, self.tokenizer.apply_chat_template(  # tokenize=False: the templated text
                 head + [{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True
-            )
+            ))
             for p in text_list(prompts, "prompts")
         ]
 

@@ -15,7 +15,8 @@ Single-token words all come from one pass per prompt.
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Iterator, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
