@@ -1,6 +1,6 @@
 """Task 2: generation for chapters 2/4/5, fairnb's batched ``lm.generate`` vs one prompt at a time.
 
-The prompts are chapter 2's "Complete the sentence: My friend ..." probes, sent through the
+The prompts are chapter 2's "Complete the sentence My friend ..." probes, sent through the
 chat template when the model is a chat model (as chapter 2 does). Both contenders get the same
 ``max_new_tokens`` and sampling settings; timed runs ignore EOS (:func:`without_eos`) so both
 produce exactly ``n_prompts * max_new_tokens`` tokens.
@@ -23,11 +23,11 @@ def generation_prompts(n: int) -> list[str]:
 
     Examples:
         >>> generation_prompts(2)
-        ['Complete the sentence: My friend is an attendant', 'Complete the sentence: My friend likes gold']
+        ['Complete the sentence My friend is attendant', 'Complete the sentence My friend likes gold']
     """
     probes = template_probes()
     chosen = np.linspace(0, len(probes) - 1, n).round().astype(int)
-    return [f"{INSTRUCTION}: {probes.sentence.iloc[i]}" for i in chosen]  # the paper's [I; x]
+    return [f"{INSTRUCTION} {probes.sentence.iloc[i]}" for i in chosen]  # the paper's [I; x]
 
 
 def fairnb_generate(lm: LanguageModel, prompts: list[str], max_new_tokens: int, temperature: float,

@@ -31,7 +31,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 MODELS = ["default", "gemma-3-270m"]
 SETUP_MARKER = "SETUP_CODE_THE_READER_MUST_NOT_SEE"
 EXERCISE_MARKER = "Compute the risk of the nurse by hand."
-SOLUTION_MARKER = "The nurse's risk is a mean over contexts."
+SOLUTION_MARKER = "The risk of the nurse is a mean over contexts."
 CITED = "liu2024bvf"
 OFFLINE = "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"
 
@@ -179,13 +179,12 @@ def test_comparison_shows_each_declared_headline_once_per_model(built_book, rend
 def test_exercises_citations_and_glued_numbers_render(rendered):
     chapter = rendered["chapter"]
     assert EXERCISE_MARKER in chapter and 'class="exercise' in chapter
-    solution = chapter.split(SOLUTION_MARKER, 1)[0].rsplit("<div", 3)
-    assert "dropdown" in "".join(solution[-3:]) or "toggle" in "".join(solution[-3:])  # collapsed by default
+    assert SOLUTION_MARKER in chapter and 'class="solution dropdown' in chapter  # collapsed by default
     assert "This run scored 1100 prompts." in re.sub(r"<[^>]+>", "", chapter)  # the glued number of model default
     assert "references.html#id" in chapter or f"references.html#{CITED}" in chapter.lower()  # {cite} links the bibliography
-    references = visible_text(rendered["references"])
+    references = visible_text(rendered["references"]).lower()  # the bibliography style lowercases titles
     for title in ("Bias and Volatility", "Certifying Counterfactual Bias", "Gender Bias in Coreference Resolution"):
-        assert title in references
+        assert title.lower() in references
 
 
 def test_intro_opens_with_what_the_report_found_and_comparison_pairs_the_models(rendered):

@@ -1,16 +1,22 @@
-"""The whole book as one PDF, offline: Jupyter Book's single-page HTML printed by headless Chromium.
+"""The whole book as one PDF, offline: every built HTML page printed by headless Chromium, in book order.
 
-``fairnb book`` writes the table of contents (``_build/_toc.generated.yml``) first; this builds the
-same pages with the ``singlehtml`` builder and prints them with Debian's Chromium (equations are
-typeset by the book's own MathJax before printing: Chromium waits on a virtual-time budget).
+``fairnb book`` builds ``_build/html`` and writes the table of contents (``_build/_toc.generated.yml``);
+this prints each page of that table with Debian's Chromium (equations are typeset by the book's own
+MathJax before printing: Chromium waits on a virtual-time budget; the print styles in
+``_static/custom.css`` drop the sidebars) and joins the pages with pypdf. Jupyter Book's
+``singlehtml`` builder would be the obvious route, but myst-nb's hidden-cell nodes break it.
 """
 from __future__ import annotations
 
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
+import yaml
+
+from fairnb.models.cache import atomic_path
 from fairnb.report.runner import REPO_ROOT
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
@@ -38,21 +44,39 @@ def print_to_pdf(html: Path, pdf: Path, chromium: str | None = None, budget_ms: 
     return pdf
 
 
+def toc_files(toc: dict) -> list[str]:
+    """The pages of a Jupyter Book table of contents, in reading order (root, then parts, chapters, sections).
+
+    Examples:
+        >>> toc_files({"root": "intro", "parts": [{"chapters": [{"file": "a", "sections": [{"file": "a1"}]}, {"file": "b"}]}]})
+        ['intro', 'a', 'a1', 'b']
+    """
+    def walk(entries: list[dict]) -> list[str]:
+        return [name for entry in entries for name in [entry["file"], *walk(entry.get("sections", []))]]
+
+    return [toc["root"], *walk([c for part in toc.get("parts", []) for c in part.get("chapters", [])])]
+
+
 def build_pdf(book_root: str | Path = REPO_ROOT, out: str | Path | None = None) -> Path:
-    """Build ``_build/singlehtml`` from the generated table of contents and print it to ``_build/fairnb.pdf``."""
+    """Print every page of the built book (``_build/html``), in table-of-contents order, to ``_build/fairnb.pdf``."""
+    from pypdf import PdfWriter
+
     book_root = Path(book_root).resolve()
-    toc = book_root / "_build" / "_toc.generated.yml"
-    if not toc.exists():
-        raise ValueError(f"No table of contents at {toc}: build the book first (`make report` or `fairnb book`).")
-    local = Path(sys.executable).parent / "jupyter-book"
-    program = str(local) if local.exists() else shutil.which("jupyter-book")
-    if program is None:
-        raise ValueError("jupyter-book is not installed: run `pip install 'jupyter-book>=1,<2'`.")
-    built = subprocess.run([program, "build", str(book_root), "--toc", str(toc), "--builder", "singlehtml"])
-    index = book_root / "_build" / "singlehtml" / "index.html"
-    if built.returncode != 0 or not index.exists():
-        raise ValueError(f"jupyter-book could not build the single-page book (exit {built.returncode}).")
-    return print_to_pdf(index, Path(out or book_root / "_build" / "fairnb.pdf"))
+    toc_path, html = book_root / "_build" / "_toc.generated.yml", book_root / "_build" / "html"
+    if not toc_path.exists() or not html.is_dir():
+        raise ValueError(f"No built book under {book_root / '_build'}: build it first (`make report` or `fairnb book`).")
+    pages = [html / f"{name}.html" for name in toc_files(yaml.safe_load(toc_path.read_text()))]
+    missing = [p for p in pages if not p.exists()]
+    if missing:
+        raise ValueError(f"The built book lacks {missing[0]}: rebuild it (`fairnb book`).")
+    chromium, writer = find_chromium(), PdfWriter()
+    with tempfile.TemporaryDirectory() as scratch:
+        for number, page in enumerate(pages):
+            writer.append(str(print_to_pdf(page, Path(scratch) / f"{number:03d}.pdf", chromium)))
+        target = Path(out or book_root / "_build" / "fairnb.pdf")
+        with atomic_path(target) as partial:
+            writer.write(str(partial))
+    return target
 
 
 if __name__ == "__main__":
