@@ -78,7 +78,8 @@ def chapter_table() -> str:
     rows = ["| chapter | paper | headline numbers | needs of the model |", "|---|---|---|---|"]
     for ch in fairnb.chapters():
         cited = f"{{cite:t}}`{ch.citation.key}`" if ch.citation else ch.paper
-        rows.append(f"| {ch.number}. {ch.title} | {cited} | {', '.join(h.label for h in ch.headlines)} | "
+        labels = ", ".join(h.label for h in ch.headlines).replace("|", "\\|")
+        rows.append(f"| {ch.number}. {ch.title} | {cited} | {labels} | "
                     f"{', '.join(ch.needs)} |")
     return "\n".join(rows)
 
@@ -94,7 +95,7 @@ def findings_section(results: Path) -> str:
     lines = ["## What this report found", "",
              "Each chapter's headline numbers across the models run (preset in the third column), and what they say. "
              "The comparison page has the intervals and the paired differences.", "",
-             findings.fillna("—").to_markdown(index=False)]
+             findings.fillna("—").map(lambda v: str(v).replace("|", "\\|")).to_markdown(index=False)]
     return "\n".join(lines) + "\n"
 
 
