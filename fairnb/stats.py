@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
+from scipy.stats import spearmanr
 
 
 def bootstrap(statistic: Callable[[np.ndarray], dict[str, float]], n_units: int, n_resamples: int = 1000,
@@ -101,3 +102,26 @@ def paired_reading(low: float, high: float, direction: str, first: str = "A", se
     if high < 0:
         return f"{second if lower_is_fairer else first} fairer"
     return f"not distinguishable at {confidence:.0%}".replace("%", " %")
+
+
+def spearman(a, b) -> tuple[float, float]:
+    """Spearman's rank correlation of paired values and its p-value, NaN where it is undefined.
+
+    Pairs with a missing side are dropped; fewer than two pairs, or a side that does not vary,
+    give ``(nan, nan)`` rather than scipy's warning.
+
+    Examples:
+        >>> spearman([1, 2, 3], [1, 3, 2])[0]
+        0.5
+        >>> spearman([1, 2, 3], [5, 5, 5]), spearman([1.0], [2.0])
+        ((nan, nan), (nan, nan))
+    """
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.shape != b.shape:
+        raise ValueError(f"A rank correlation needs paired values: {a.size} against {b.size}.")
+    kept = ~(np.isnan(a) | np.isnan(b))
+    a, b = a[kept], b[kept]
+    if len(a) < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
+        return float("nan"), float("nan")
+    result = spearmanr(a, b)
+    return float(result.statistic), float(result.pvalue)

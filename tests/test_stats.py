@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy.stats import spearmanr
 
-from fairnb.stats import paired_difference, paired_reading
+from fairnb.stats import paired_difference, paired_reading, spearman
 
 
 def test_paired_difference_equals_a_hand_written_resampling_loop():
@@ -39,3 +40,17 @@ def test_a_custom_statistic_sees_the_same_items_for_both_models():
     distance = lambda v: abs(v.mean() - 0.5)  # noqa: E731  "nearer 0.5 is fairer" as a distance
     difference, _, _ = paired_difference(a, b, statistic=distance, n_resamples=50)
     assert difference == pytest.approx(abs(b.mean() - 0.5) - abs(a.mean() - 0.5))
+
+
+def test_spearman_matches_scipy_and_is_nan_where_undefined():
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(size=12), rng.normal(size=12)
+    b[:6] = a[:6] * 2  # some agreement, ties in neither
+    expected = spearmanr(a, b)
+    assert spearman(a, b) == pytest.approx((expected.statistic, expected.pvalue))
+    with_gap = np.append(a, np.nan), np.append(b, 5.0)
+    assert spearman(*with_gap) == pytest.approx(spearman(a, b))
+    for first, second in (([1, 2, 3], [4, 4, 4]), ([2.0], [3.0]), ([], [])):
+        assert all(np.isnan(spearman(first, second)))
+    with pytest.raises(ValueError, match="paired values: 3 against 2"):
+        spearman([1, 2, 3], [1, 2])

@@ -21,9 +21,10 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 import scikit_posthocs as sp
-from scipy.stats import kruskal, spearmanr
+from scipy.stats import kruskal
 
 from fairnb.contract import require_columns
+from fairnb.stats import spearman
 
 BIAS_METRICS = ("toxicity", "negative_sentiment", "declination")
 
@@ -165,7 +166,6 @@ def task_agreement(answers: pd.DataFrame, metric: str, task: str = "task",
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             both = rates[[a, b]].dropna()
-            constant = both[a].nunique() < 2 or both[b].nunique() < 2
-            rho, p = (float("nan"), float("nan")) if constant else spearmanr(both[a], both[b])
+            rho, p = spearman(both[a], both[b])
             rows.append({"task_a": a, "task_b": b, "rho": float(rho), "p": float(p), "dimensions": len(both)})
     return pd.DataFrame(rows)

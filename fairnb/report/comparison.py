@@ -20,10 +20,10 @@ from itertools import combinations
 
 import numpy as np
 import pandas as pd
-from scipy.stats import spearmanr
 
 import fairnb
 from fairnb.models.names import model_label
+from fairnb.stats import spearman
 
 HEADLINE_COLUMNS = ["number", "chapter", "metric", "label", "direction", "preset", "model", "value", "ci_low",
                     "ci_high"]
@@ -172,9 +172,8 @@ def rank_correlations(headline: pd.DataFrame) -> pd.DataFrame:
     rho = pd.DataFrame(np.nan, index=methods, columns=methods)
     for first, second in combinations(methods, 2):
         pair = matrix[[first, second]].dropna()
-        if preset[first] == preset[second] and len(pair) >= MIN_MODELS_FOR_RANKS \
-                and pair[first].nunique() > 1 and pair[second].nunique() > 1:
-            rho.loc[first, second] = rho.loc[second, first] = spearmanr(pair[first], pair[second]).statistic
+        if preset[first] == preset[second] and len(pair) >= MIN_MODELS_FOR_RANKS:
+            rho.loc[first, second] = rho.loc[second, first] = spearman(pair[first], pair[second])[0]
     for method in methods:
         if matrix[method].dropna().nunique() > 1 and matrix[method].count() >= MIN_MODELS_FOR_RANKS:
             rho.loc[method, method] = 1.0
@@ -272,8 +271,7 @@ def within_model_agreement(scores: pd.DataFrame) -> pd.DataFrame:
     for (model, preset), group in with_preset(scores).groupby(["model", "preset"], sort=True):
         for first, second in combinations(OCCUPATION_SCORES, 2):
             pair = group[[first, second]].dropna()
-            defined = len(pair) >= MIN_OCCUPATIONS and pair[first].nunique() > 1 and pair[second].nunique() > 1
-            rho, p = spearmanr(pair[first], pair[second]) if defined else (np.nan, np.nan)
+            rho, p = spearman(pair[first], pair[second]) if len(pair) >= MIN_OCCUPATIONS else (np.nan, np.nan)
             rows.append({"model": model, "preset": preset, "first": first, "second": second, "n": len(pair),
                          "rho": float(rho), "p": float(p)})
     return pd.DataFrame(rows, columns=["model", "preset", "first", "second", "n", "rho", "p"])
@@ -349,8 +347,7 @@ def chapter_rank_agreement(headline: pd.DataFrame) -> pd.DataFrame:
                  for metric, group in part.groupby("metric", sort=False)}
         for first, second in combinations(ranks, 2):
             pair = pd.concat([ranks[first], ranks[second]], axis=1).dropna()
-            defined = len(pair) >= MIN_MODELS_FOR_RANKS and pair.nunique().min() > 1
-            rho = spearmanr(pair.iloc[:, 0], pair.iloc[:, 1]).statistic if defined else np.nan
+            rho = spearman(pair.iloc[:, 0], pair.iloc[:, 1])[0] if len(pair) >= MIN_MODELS_FOR_RANKS else np.nan
             rows.append({"preset": preset, "chapter": chapter, "first": first, "second": second,
                          "models": len(pair), "rho": float(rho)})
     return pd.DataFrame(rows, columns=["preset", "chapter", "first", "second", "models", "rho"])

@@ -10,10 +10,9 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.stats import spearmanr
 
 from fairnb.contract import require_columns
-from fairnb.stats import bootstrap
+from fairnb.stats import bootstrap, spearman
 from fairnb.ucerf import metrics as m
 from fairnb.ucerf.data import (
     INTRINSIC_TEMPLATE,
@@ -254,7 +253,7 @@ def rank_agreement(ranking: pd.DataFrame) -> float:
     """
     if len(ranking) < 3:
         return float("nan")
-    return float(spearmanr(ranking["rank UCerF"], ranking["rank EO"]).statistic)
+    return spearman(ranking["rank UCerF"], ranking["rank EO"])[0]
 
 
 def this_run(settings: dict, model: str, dataset: str = "sample") -> dict:
