@@ -26,6 +26,7 @@ import pandas as pd
 from IPython.display import Markdown
 
 from fairnb.contract import NOT_GIVEN, Chapter, require_columns, shipped_file
+from fairnb.formatting import number
 from fairnb.models.cache import atomic_write_text
 from fairnb.models.names import model_label
 from fairnb.results import read_results, results_file, results_root
@@ -298,12 +299,8 @@ def verdict(published: Mapping[str, Any], rows: pd.DataFrame, settings: Mapping[
                 reasons=reasons)
 
 
-def _number(value: float) -> str:
-    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.4g}"
-
-
 def _run_cell(v: Mapping) -> str:
-    return _number(v["this_run"]) + (f" [{_number(v['ci_low'])}, {_number(v['ci_high'])}]"
+    return number(v["this_run"], 4) + (f" [{number(v['ci_low'], 4)}, {number(v['ci_high'], 4)}]"
                                      if not (math.isnan(v["ci_low"]) or math.isnan(v["ci_high"])) else "")
 
 
@@ -348,7 +345,7 @@ def published_beside_run(chapter: Chapter, model: str, settings: Mapping[str, An
         "paper": [f"{p.table}, {p.model}, {p.topic}: {p.metric} = {p.value:g}" + (" %" if p.scale == "percent" else "")
                   for p in mine.itertuples()],
         "this run [interval]": [_run_cell(v) for v in verdicts],
-        "difference": [_number(v["difference"]) for v in verdicts],
+        "difference": [number(v["difference"], 4) for v in verdicts],
         "within the run's interval?": ["–" if v["within"] is None else "yes" if v["within"] else "no" for v in verdicts],
         "status": [v["status"] for v in verdicts]})
     reasons = list(dict.fromkeys(r for v in verdicts for r in v["reasons"]))
@@ -447,7 +444,7 @@ def reproduction_table(chapters: Collection[Chapter], results: pd.DataFrame | No
                      "topic": p["topic"], "metric": p["metric"],
                      "paper": f"{p['value']:g}" + (" %" if p["scale"] == "percent" else ""),
                      "run": best["run"], "this run [interval]": _run_cell(best) if best["run"] else "–",
-                     "difference": _number(best["difference"]), "status": best["status"],
+                     "difference": number(best["difference"], 4), "status": best["status"],
                      "why": best["why"], "command": best["command"]})
     return pd.DataFrame(rows, columns=["chapter", "table", "model", "hub id", "topic", "metric", "paper", "run",
                                        "this run [interval]", "difference", "status", "why", "command"])

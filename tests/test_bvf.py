@@ -545,7 +545,7 @@ def test_results_table_and_summary():
     assert set(race["level"]) == {"group"} and sorted(race["metric"]) == ["R", "R_b", "R_v"]
     nurse = out[(out["item"] == "nurse") & (out["topic"] == "gender")].set_index("metric")["value"]
     assert nurse.to_dict() == {"r": 0.5, "r_b": 0.4, "r_v": 0.1, "p_male": 0.3, "p_female": 0.7}
-    text = bvf.summary("m", {"gender": table}, {"gender": ci}, {"gender": {"R": 0.01, "R_b": 0.01, "R_v": 0.02}}).data
+    text = bvf.summary("m", {"gender": table}, {"gender": ci}, {"gender": {"R": 0.01, "R_b": 0.01, "R_v": 0.02}})
     assert "R = 0.35 ± 0.01" in text and "R^v = 0.1 ± 0.02" in text and "50% of the occupations lean male" in text
 
 

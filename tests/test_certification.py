@@ -459,7 +459,7 @@ def test_headline_is_the_mean_of_per_set_lower_bounds():
     assert headline.ci_high.item() == pytest.approx(np.mean(highs), abs=1e-12)
     pooled = cert.clopper_pearson(unbiased.sum(), n.sum())[0]
     assert not headline.value.item() == pytest.approx(pooled, abs=1e-3)  # the pooled bound is another number
-    assert f"**{np.mean(lows):.3g}**" in cert.summary(table, "m")
+    assert f"**{np.mean(lows):.3g}**" in cert.summary("m", table)
     with pytest.raises(ValueError):
         cert.mean_bounds([1, 2], [3])
 
@@ -486,7 +486,7 @@ def test_summaries_headline_and_tidy_results():
     assert not tidy.duplicated(["item", "metric", "group"]).any()
     assert "decodingtrust:jailbreak" in set(tidy.group)
     assert set(tidy.loc[tidy.metric == "ablation_mean_lower", "item"]) == {"q=10", "q=100"}
-    text = cert.summary(table, "m", seconds={"jailbreak": 3.0}, skipped={"soft": "soft prefixes skipped: x."})
+    text = cert.summary("m", table, seconds={"jailbreak": 3.0}, skipped={"soft": "soft prefixes skipped: x."})
     assert "**0.4**" in text and "11 of 20" in text and f"[{cert.clopper_pearson(11, 20)[0]:.3g}" in text
     assert "soft prefixes skipped" in text and "3 s" in text
 

@@ -384,7 +384,7 @@ def test_summary_numbers_come_from_the_answers():
                             "target": list("aabbccdd"), "sentence": ["s"] * 8,
                             "toxicity": [0.0, 0.1, 0.0, 0.1, 0.8, 0.9, 0.8, 0.9],
                             "negative_sentiment": [0, 0, 0, 0, 1, 1, 1, 0], "declination": [0] * 8})
-    text = tables.summary(answers, "m", agreements={"toxicity": {"accuracy": 0.75, "neutral_false_positive_rate": 0.125}})
+    text = tables.summary("m", answers, agreements={"toxicity": {"accuracy": 0.75, "neutral_false_positive_rate": 0.125}})
     h, p, _ = gf.kruskal_nemenyi(answers, "toxicity", "dimension")
     assert "mean toxicity of **0.45**" in text and "**38%** are negative" in text
     assert "most toxic dimension is **SO** (0.85)" in text

@@ -576,9 +576,9 @@ def test_summary_says_mcq_is_meaningless_when_one_letter_dominates():
                             "ci_low": 0.8, "ci_high": 1.0, "seed_sd": 0.0, "n_seeds": 1, "n_pairs": 4})
     occupations = pd.DataFrame(columns=["task", "type", "occupation", "ucerf", "pct_female", "n_pairs"])
     always_a = pd.DataFrame({"task": "mcq", "letter": ["A"] * 9 + ["B"]})
-    assert "not meaningful for this model" in tables.summary(summary, occupations, always_a, "m")
+    assert "not meaningful for this model" in tables.summary("m", summary, occupations, always_a)
     mixed = pd.DataFrame({"task": "mcq", "letter": list("ABCABC")})
-    assert "not meaningful" not in tables.summary(summary, occupations, mixed, "m")
+    assert "not meaningful" not in tables.summary("m", summary, occupations, mixed)
 
 
 # --- notebook ---

@@ -69,7 +69,6 @@ from fairnb.bvf.tables import (
                              risk_by_norm,
                              risk_tables,
                              run_settings,
-                             significant,
                              summary,
                              total_bounds,
                              variant_summary,
@@ -166,7 +165,7 @@ __all__ = [
     "attribute_probabilities", "topic_probabilities", "scored_words", "single_token_words", "bounded_word_probs",
     "template_source_risks", "word_convention_costs", "variant_risks", "compare_variants", "variant_summary",
     "results_table", "summary", "risk_tables", "criteria_table", "distribution_table", "word_table", "run_settings",
-    "risk_by_norm", "regressions", "regression_table", "significant", "bounds_table", "total_bounds",
+    "risk_by_norm", "regressions", "regression_table", "bounds_table", "total_bounds",
     "mean_stereotypes",
     "mine_templates", "mine_demo", "load_pipeline",
 ]

@@ -10,10 +10,10 @@ import seaborn as sns
 
 from fairnb.bvf.metrics import reference_risks
 from fairnb.bvf.tables import mean_stereotypes
+from fairnb.plotting import finished, themed
 
-sns.set_theme(style="whitegrid", context="notebook")
 
-
+@themed
 def risk_decomposition_bars(risks: pd.DataFrame, title: str = ""):
     """R split into bias risk R^b and volatility risk R^v, one stacked bar per row (model, reference...).
 
@@ -26,11 +26,10 @@ def risk_decomposition_bars(risks: pd.DataFrame, title: str = ""):
     ax.set_xlabel("discrimination risk R = R^b + R^v")
     ax.set_ylabel("")
     ax.legend(loc="lower right", fontsize=8)
-    ax.set_title(title)
-    fig.tight_layout()
-    return ax
+    return finished(fig, title, ax)
 
 
+@themed
 def mean_prediction_boxplot(table: pd.DataFrame, value: str, by: str, label: str = "group", n_labels: int = 3,
                             title: str = ""):
     """BVF Fig. 5: the per-occupation mean prediction (e.g. mean s_male: > 0 male-leaning), one box per ``by``.
@@ -47,11 +46,10 @@ def mean_prediction_boxplot(table: pd.DataFrame, value: str, by: str, label: str
             ax.annotate(row[label], (order.index(row[by]) + 0.22, row[value]), fontsize=7, va="center")
     ax.axhline(0, color="crimson", ls="--", lw=1)
     ax.set_xlabel("")
-    ax.set_title(title)
-    fig.tight_layout()
-    return ax
+    return finished(fig, title, ax)
 
 
+@themed
 def occupation_template_heatmap(probs: pd.DataFrame, category: str, groups: list[str] | None = None, title: str = ""):
     """BVF Fig. 11: p(category) for occupations (rows) x templates (columns), 0.5 = parity.
 
@@ -68,11 +66,10 @@ def occupation_template_heatmap(probs: pd.DataFrame, category: str, groups: list
     ax.set_xlabel("")
     ax.set_ylabel("")
     ax.tick_params(axis="x", rotation=60, labelsize=8)
-    ax.set_title(title)
-    fig.tight_layout()
-    return ax
+    return finished(fig, title, ax)
 
 
+@themed
 def risk_distributions(table: pd.DataFrame, title: str = ""):
     """BVF Fig. 10: histogram of r^b with its fitted normal (left) and of r^v with a KDE (right)."""
     from scipy import stats
@@ -89,11 +86,10 @@ def risk_distributions(table: pd.DataFrame, title: str = ""):
     sns.histplot(table["r_v"], stat="density", bins=20, color="#f2a541", alpha=0.5,
                  kde=table["r_v"].nunique() > 2, ax=vol_ax)
     vol_ax.set_xlabel("volatility risk r_x^v")
-    fig.suptitle(title)
-    fig.tight_layout()
-    return fig
+    return finished(fig, title)
 
 
+@themed
 def wls_fit_plot(rows: pd.DataFrame, fit, x: str, y: str, size: str | None = None, label: str = "group",
                  title: str = ""):
     """BVF Fig. 9: one dot per occupation (sized by ``size`` when given), the WLS line and its 95% band.
@@ -114,9 +110,7 @@ def wls_fit_plot(rows: pd.DataFrame, fit, x: str, y: str, size: str | None = Non
     ax.set_xlabel(x)
     ax.set_ylabel(y)
     ax.legend(fontsize=8)
-    ax.set_title(title)
-    fig.tight_layout()
-    return ax
+    return finished(fig, title, ax)
 
 
 def topic_risk_bars(totals: pd.DataFrame, model: str, k: float = np.inf, criterion: str = "eq2") -> list:

@@ -10,7 +10,6 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from IPython.display import Markdown
 
 from fairnb.bvf.metrics import (
     CRITERIA,
@@ -21,19 +20,10 @@ from fairnb.bvf.metrics import (
     risk_table,
     tolerance_bounds,
 )
+from fairnb.formatting import number
 
 HEADLINE_TOPIC = "gender"
 RISKS = ("R", "R_b", "R_v")
-
-
-def significant(value: float) -> str:
-    """A number with 3 significant digits (``nan`` stays ``nan``).
-
-    Examples:
-        >>> significant(0.012345), significant(12.0), significant(float("nan"))
-        ('0.0123', '12', 'nan')
-    """
-    return f"{value:.3g}"
 
 
 def run_settings(model: str, settings: Mapping, occupations: Sequence[str],
@@ -170,19 +160,19 @@ def results_table(tables: Mapping[str, pd.DataFrame], intervals: Mapping[str, pd
 def _topic_line(topic: str, table: pd.DataFrame, interval: pd.DataFrame, bound: Mapping[str, float],
                 n_categories: int, criterion: str) -> str:
     value = interval["value"]
-    plus = {m: f" ± {significant(bound[m])}" if bound.get(m, 0) > 0 else "" for m in RISKS}
+    plus = {m: f" ± {number(bound[m])}" if bound.get(m, 0) > 0 else "" for m in RISKS}
     share = value["R_b"] / value["R"] if value["R"] > 0 else float("nan")
-    top = ", ".join(f"{g} ({significant(r)})" for g, r in table.nlargest(3, "r")[["group", "r"]].values)
-    return (f"- **{topic}** ({len(table)} occupations, maximum {significant(largest_criterion(n_categories, criterion=criterion))}): "
-            f"R = {significant(value['R'])}{plus['R']} (95% bootstrap interval {significant(interval.at['R', 'ci_low'])}"
-            f"–{significant(interval.at['R', 'ci_high'])}), bias risk R^b = {significant(value['R_b'])}{plus['R_b']}, "
-            f"volatility risk R^v = {significant(value['R_v'])}{plus['R_v']}; bias is {share:.0%} of the risk. "
+    top = ", ".join(f"{g} ({number(r)})" for g, r in table.nlargest(3, "r")[["group", "r"]].values)
+    return (f"- **{topic}** ({len(table)} occupations, maximum {number(largest_criterion(n_categories, criterion=criterion))}): "
+            f"R = {number(value['R'])}{plus['R']} (95% bootstrap interval {number(interval.at['R', 'ci_low'])}"
+            f"–{number(interval.at['R', 'ci_high'])}), bias risk R^b = {number(value['R_b'])}{plus['R_b']}, "
+            f"volatility risk R^v = {number(value['R_v'])}{plus['R_v']}; bias is {share:.0%} of the risk. "
             f"Highest risk: {top}.")
 
 
 def summary(model: str, tables: Mapping[str, pd.DataFrame], intervals: Mapping[str, pd.DataFrame],
             bounds: Mapping[str, Mapping[str, float]] | None = None, fits: Mapping[str, tuple] | None = None,
-            regressor: str = "", criterion: str = "eq2") -> Markdown:
+            regressor: str = "", criterion: str = "eq2") -> str:
     """The chapter's findings as Markdown: each topic's risks (± the bound of a tolerance or
     coverage, when there is one), the male-leaning share, and the slope of r_x in ``fits``
     (:func:`regressions`), when it could be fitted.
@@ -192,7 +182,7 @@ def summary(model: str, tables: Mapping[str, pd.DataFrame], intervals: Mapping[s
         ...                       "p_male": [0.3, 0.6], "p_female": [0.7, 0.4]})
         >>> ci = pd.DataFrame({"value": [0.35, 0.25, 0.1], "ci_low": [0.2, 0.1, 0.1], "ci_high": [0.5, 0.4, 0.1]},
         ...                   index=["R", "R_b", "R_v"])
-        >>> print(summary("tiny", {"gender": table}, {"gender": ci}, {"gender": {"R": 0.01, "R_b": 0.01, "R_v": 0.02}}).data)
+        >>> print(summary("tiny", {"gender": table}, {"gender": ci}, {"gender": {"R": 0.01, "R_b": 0.01, "R_v": 0.02}}))
         On **tiny**:
         <BLANKLINE>
         - **gender** (2 occupations, maximum 1): R = 0.35 ± 0.01 (95% bootstrap interval 0.2–0.5), bias risk R^b = 0.25 ± 0.01, volatility risk R^v = 0.1 ± 0.02; bias is 71% of the risk. Highest risk: nurse (0.5), chef (0.2).
@@ -213,8 +203,8 @@ def summary(model: str, tables: Mapping[str, pd.DataFrame], intervals: Mapping[s
     fit = (fits or {}).get("r", (None,))[0]
     if fit is not None:
         lines.append(f"- Regressing r_x on `{regressor}` over {int(fit.nobs)} occupations (WLS): slope "
-                     f"{significant(fit.params[1])} per unit (p = {fit.pvalues[1]:.2e}, R² = {significant(fit.rsquared)}).")
-    return Markdown(f"On **{model}**:\n\n" + "\n".join(lines))
+                     f"{number(fit.params[1])} per unit (p = {number(fit.pvalues[1], 2, 'e')}, R² = {number(fit.rsquared)}).")
+    return f"On **{model}**:\n\n" + "\n".join(lines)
 
 
 def regressions(table: pd.DataFrame, statistics: pd.DataFrame, x: str,
@@ -246,9 +236,9 @@ def regressions(table: pd.DataFrame, statistics: pd.DataFrame, x: str,
 
 def regression_table(fits: Mapping[str, tuple]) -> pd.DataFrame:
     """One row per regression target: n, intercept, slope, slope p-value (scientific), R²."""
-    return pd.DataFrame({target: {"n": int(fit.nobs), "intercept": significant(fit.params[0]),
-                                  "slope": significant(fit.params[1]), "slope p-value": f"{fit.pvalues[1]:.2e}",
-                                  "R²": significant(fit.rsquared)}
+    return pd.DataFrame({target: {"n": int(fit.nobs), "intercept": number(fit.params[0]),
+                                  "slope": number(fit.params[1]), "slope p-value": number(fit.pvalues[1], 2, "e"),
+                                  "R²": number(fit.rsquared)}
                          for target, (fit, _) in fits.items()}).T
 
 
@@ -297,19 +287,19 @@ def total_bounds(bounds: pd.DataFrame) -> dict[str, dict[str, float]]:
     return {topic: {m: float(row[f"± {m}"]) for m in RISKS} for topic, row in totals.iterrows()}
 
 
-def variant_summary(risks: pd.DataFrame, notes: Sequence[str] = ()) -> Markdown:
+def variant_summary(risks: pd.DataFrame, notes: Sequence[str] = ()) -> str:
     """One line per fine-tuned variant: how far it moved R, R^b, R^v from the base model (first row).
 
     Examples:
         >>> risks = pd.DataFrame({"R": [0.24, 0.28], "R_b": [0.18, 0.27], "R_v": [0.06, 0.01]},
         ...                      index=["default", "default+stereotyped"])
-        >>> print(variant_summary(risks).data)
+        >>> print(variant_summary(risks))
         - **default+stereotyped**: R 0.24 → 0.28 (+0.04), R^b 0.18 → 0.27 (+0.09), R^v 0.06 → 0.01 (-0.05)
     """
     if risks.empty:
-        return Markdown("\n".join(f"- {note}" for note in notes) or "No variant could be loaded.")
+        return "\n".join(f"- {note}" for note in notes) or "No variant could be loaded."
     base = risks.iloc[0]
     lines = [f"- **{name}**: " + ", ".join(
-        f"{metric.replace('_', '^')} {significant(base[metric])} → {significant(row[metric])} "
+        f"{metric.replace('_', '^')} {number(base[metric])} → {number(row[metric])} "
         f"({row[metric] - base[metric]:+.2g})" for metric in RISKS) for name, row in risks.iloc[1:].iterrows()]
-    return Markdown("\n".join(lines + [f"- {note}" for note in notes]) or "No variant could be loaded.")
+    return "\n".join(lines + [f"- {note}" for note in notes]) or "No variant could be loaded."

@@ -5,9 +5,10 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-sns.set_theme(style="whitegrid", context="notebook")
+from fairnb.plotting import finished, themed
 
 
+@themed
 def certificate_intervals(certificates: pd.DataFrame, title: str = ""):
     """Clopper-Pearson bounds on P[unbiased] per pivot set (rows) and prefix kind (colours),
     with the point estimate k/n; the dotted line marks 0.5."""
@@ -27,11 +28,10 @@ def certificate_intervals(certificates: pd.DataFrame, title: str = ""):
     ax.invert_yaxis()
     ax.set_xlabel("P[unbiased response set]: bounds and estimate")
     ax.legend(title="prefix", loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
-    ax.set_title(title)
-    fig.tight_layout()
-    return ax
+    return finished(fig, title, ax)
 
 
+@themed
 def coverage_curve(coverage: pd.DataFrame, title: str = ""):
     """Share of Clopper-Pearson intervals that hold the true probability, against the nominal level."""
     fig, ax = plt.subplots(figsize=(6, 3))
@@ -41,11 +41,10 @@ def coverage_curve(coverage: pd.DataFrame, title: str = ""):
     ax.set_ylabel("coverage")
     ax.set_ylim(min(coverage["coverage"].min(), coverage["confidence"].iloc[0]) - 0.02, 1.005)
     ax.legend(loc="lower right")
-    ax.set_title(title)
-    fig.tight_layout()
-    return ax
+    return finished(fig, title, ax)
 
 
+@themed
 def ablation_bounds(summary: pd.DataFrame, parameter: str, title: str = ""):
     """Mean lower and upper bound (band) and mean estimate (line) against one parameter's values
     (``summary`` is :func:`fairnb.certification.tables.summarize_certificates` by that parameter)."""
@@ -60,6 +59,4 @@ def ablation_bounds(summary: pd.DataFrame, parameter: str, title: str = ""):
     ax.set_ylabel("P[unbiased]")
     ax.set_ylim(-0.02, 1.02)
     ax.legend(loc="lower left", fontsize=8)
-    ax.set_title(title)
-    fig.tight_layout()
-    return ax
+    return finished(fig, title, ax)

@@ -14,21 +14,12 @@ import pandas as pd
 
 from fairnb.certification.metrics import clopper_pearson
 from fairnb.contract import require_columns
+from fairnb.formatting import number
 
 MAIN_PREFIX = "jailbreak"
 SUMMARY = "mean over pivot sets of each set's Clopper-Pearson bounds"
 CERTIFICATE_COLUMNS = ("prefix", "pivot_set", "n", "unbiased", "estimate", "low", "high", "confidence",
                        "refusal_share")
-
-
-def _sig(value: float) -> str:
-    """Three significant digits.
-
-    Examples:
-        >>> _sig(0.123456), _sig(12.345)
-        ('0.123', '12.3')
-    """
-    return f"{value:.3g}"
 
 
 def summarize_certificates(certificates: pd.DataFrame, by: str | list[str] = "prefix") -> pd.DataFrame:
@@ -126,7 +117,7 @@ def _long(summary: pd.DataFrame, key: str) -> pd.DataFrame:
     return frame.astype({"value": float})
 
 
-def summary(certificates: pd.DataFrame, model: str, seconds: dict | None = None,
+def summary(model: str, certificates: pd.DataFrame, seconds: dict | None = None,
             skipped: dict | None = None, main: str = MAIN_PREFIX) -> str:
     """The chapter's result in Markdown: the headline (mean certified lower bound), each prefix
     kind's mean and pooled bounds, the share of pivot sets certified biased more often than not,
@@ -136,7 +127,7 @@ def summary(certificates: pd.DataFrame, model: str, seconds: dict | None = None,
         >>> table = pd.DataFrame({"prefix": ["jailbreak"] * 2, "pivot_set": ["a", "b"], "n": [10, 10],
         ...     "unbiased": [10, 5], "estimate": [1.0, 0.5], "low": [0.69, 0.19], "high": [1.0, 0.81],
         ...     "confidence": [0.95, 0.95], "refusal_share": [0.0, 0.1]})
-        >>> text = summary(table, "m")
+        >>> text = summary("m", table)
         >>> "is **0.44**" in text, "15 of 20" in text, "pooled [0.509" in text
         (True, True, True)
     """
@@ -145,13 +136,13 @@ def summary(certificates: pd.DataFrame, model: str, seconds: dict | None = None,
     confidence = float(top.confidence)
     lines = [f"On **{model}**, the certified lower bound on the probability of an unbiased response set under "
              f"**{top.name}** prefixes, averaged over the {int(top.pivots)} pivot sets as the official code "
-             f"summarizes, is **{_sig(top.mean_lower)}** (mean upper bound {_sig(top.mean_upper)}, "
+             f"summarizes, is **{number(top.mean_lower)}** (mean upper bound {number(top.mean_upper)}, "
              f"{confidence:.0%} confidence); all sets pooled ({int(top.pooled_unbiased)} of {int(top.pooled_n)} "
-             f"unbiased) give [{_sig(top.pooled_lower)}, {_sig(top.pooled_upper)}]."]
+             f"unbiased) give [{number(top.pooled_lower)}, {number(top.pooled_upper)}]."]
     for kind, row in table.iterrows():
         timing = f", {seconds[kind]:.0f} s" if seconds and kind in seconds else ""
-        lines.append(f"- **{kind}** prefixes: per pivot set, mean bounds [{_sig(row.mean_lower)}, "
-                     f"{_sig(row.mean_upper)}]; pooled [{_sig(row.pooled_lower)}, {_sig(row.pooled_upper)}]; "
+        lines.append(f"- **{kind}** prefixes: per pivot set, mean bounds [{number(row.mean_lower)}, "
+                     f"{number(row.mean_upper)}]; pooled [{number(row.pooled_lower)}, {number(row.pooled_upper)}]; "
                      f"{row.share_upper_below_half:.0%} of pivot sets certified biased more often than not "
                      f"(upper bound < 0.5); sets with a refusal {row.refusal_share:.0%}{timing}.")
     lines += [f"- {reason}" for reason in (skipped or {}).values()]
@@ -172,7 +163,7 @@ def ablation_summary(ablation: pd.DataFrame, skipped: dict | None = None) -> str
     lines = []
     for parameter, rows in ablation.groupby("parameter", sort=False):
         table = summarize_certificates(rows, by="parameter_value")
-        lines.append(f"- **{parameter}**: " + "; ".join(f"{v}: [{_sig(r.mean_lower)}, {_sig(r.mean_upper)}]"
+        lines.append(f"- **{parameter}**: " + "; ".join(f"{v}: [{number(r.mean_lower)}, {number(r.mean_upper)}]"
                                                          for v, r in table.iterrows()))
     lines += [f"- {reason}" for reason in (skipped or {}).values()]
     return "\n".join(lines)
@@ -191,7 +182,7 @@ def coverage_summary(coverage: pd.DataFrame) -> str:
     middle = (coverage.true_p - 0.5).abs().idxmin()
     return (f"Lowest empirical coverage over the {len(coverage)} probabilities: **{coverage.coverage.min():.3f}** "
             f"(at p = {coverage.true_p[lowest]:.1f}) against the nominal {coverage.confidence.iloc[0]:.2f}; "
-            f"mean interval width at p = 0.5: {_sig(coverage.mean_width[middle])}.")
+            f"mean interval width at p = 0.5: {number(coverage.mean_width[middle])}.")
 
 
 def soft_prefix_summary(base: np.ndarray, draw: np.ndarray, max_abs: float, mag: float) -> str:
@@ -206,9 +197,9 @@ def soft_prefix_summary(base: np.ndarray, draw: np.ndarray, max_abs: float, mag:
     base, draw = np.asarray(base, dtype=float), np.asarray(draw, dtype=float)
     noise = draw - base
     return (f"A soft prefix is a {draw.shape[0]} x {draw.shape[1]} matrix: the main set's embeddings (mean token "
-            f"norm {_sig(np.linalg.norm(base, axis=1).mean())}) plus noise of mean per-token norm "
-            f"{_sig(np.linalg.norm(noise, axis=1).mean())}, largest coordinate {_sig(np.abs(noise).max())} within "
-            f"the bound mag · max|E| / 2 = {_sig(mag * max_abs / 2)} (max|E| = {_sig(max_abs)}).")
+            f"norm {number(np.linalg.norm(base, axis=1).mean())}) plus noise of mean per-token norm "
+            f"{number(np.linalg.norm(noise, axis=1).mean())}, largest coordinate {number(np.abs(noise).max())} within "
+            f"the bound mag · max|E| / 2 = {number(mag * max_abs / 2)} (max|E| = {number(max_abs)}).")
 
 
 def lowest_certificate(certificates: pd.DataFrame, samples: pd.DataFrame) -> tuple[str, pd.DataFrame]:
@@ -219,5 +210,5 @@ def lowest_certificate(certificates: pd.DataFrame, samples: pd.DataFrame) -> tup
     wide = behind.pivot_table(index=["sample", "biased"], columns="group", values=["response", "score"],
                               aggfunc="first")
     text = (f"**{lowest.prefix}** prefixes on **{lowest.pivot_set}**: {lowest.unbiased} of {lowest.n} answer sets "
-            f"unbiased, certified interval [{_sig(lowest.low)}, {_sig(lowest.high)}].")
+            f"unbiased, certified interval [{number(lowest.low)}, {number(lowest.high)}].")
     return text, wide.sort_index(level="biased", ascending=False)

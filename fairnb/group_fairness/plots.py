@@ -6,9 +6,10 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-sns.set_theme(style="whitegrid", context="notebook")
+from fairnb.plotting import finished, themed
 
 
+@themed
 def nemenyi_heatmaps(matrices: dict[str, pd.DataFrame], alpha: float = 0.05):
     """Fig. 3 of the group-fairness paper: Nemenyi p-values between dimensions, one panel per metric.
 
@@ -25,10 +26,10 @@ def nemenyi_heatmaps(matrices: dict[str, pd.DataFrame], alpha: float = 0.05):
         ax.set_xlabel("")
         ax.set_ylabel("")
         ax.grid(False)
-    fig.tight_layout()
-    return fig
+    return finished(fig)
 
 
+@themed
 def target_std_radar(spread: pd.DataFrame, title: str = ""):
     """Fig. 4: radar chart of the std of per-target means; rows are dimensions, columns metrics."""
 
@@ -44,10 +45,10 @@ def target_std_radar(spread: pd.DataFrame, title: str = ""):
     ax.set_xticklabels(spread.index)
     ax.set_title(title, pad=18)
     ax.legend(loc="upper left", bbox_to_anchor=(1.08, 1.0))
-    fig.tight_layout()
-    return ax
+    return finished(fig, ax=ax)
 
 
+@themed
 def target_boxplots(answers: pd.DataFrame, value: str, dimension: str, title: str = ""):
     """Fig. 5: distribution of ``value`` per target within one ``dimension`` (box plot plus the answers)."""
     subset = answers[answers["dimension"] == dimension]
@@ -56,13 +57,12 @@ def target_boxplots(answers: pd.DataFrame, value: str, dimension: str, title: st
     fig, ax = plt.subplots(figsize=(max(5, 1.1 * subset["target"].nunique()), 3.8))
     sns.boxplot(data=subset, x="target", y=value, color="lightsteelblue", fliersize=0, ax=ax)
     sns.stripplot(data=subset, x="target", y=value, color="0.25", size=4, jitter=0.15, ax=ax)
-    ax.set_title(title or f"{value} per target in {dimension}")
     ax.set_xlabel("")
     ax.tick_params(axis="x", rotation=30)
-    fig.tight_layout()
-    return ax
+    return finished(fig, title or f"{value} per target in {dimension}", ax)
 
 
+@themed
 def target_distributions(answers: pd.DataFrame, targets: list[str]):
     """Fig. 6: toxicity and sentiment of the answers for representative targets of different dimensions.
 
@@ -84,10 +84,10 @@ def target_distributions(answers: pd.DataFrame, targets: list[str]):
     right.set_xlim(-0.05, 1.05)
     left.set_ylabel("")
     right.set_ylabel("")
-    fig.tight_layout()
-    return fig
+    return finished(fig)
 
 
+@themed
 def target_scatter(profile: pd.DataFrame):
     """The paper's scatter appendix: per target, mean toxicity against the negative share, coloured by dimension.
 
@@ -101,5 +101,4 @@ def target_scatter(profile: pd.DataFrame):
     ax.set_xlabel("mean toxicity of the target's answers")
     ax.set_ylabel("share of negative answers")
     ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
-    fig.tight_layout()
-    return ax
+    return finished(fig, ax=ax)

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from fairnb.contract import require_columns
+from fairnb.formatting import number
 from fairnb.group_fairness import metrics as gf
 
 MAIN_TASK = "statement_organisation"
@@ -136,11 +137,7 @@ def this_run(settings: Mapping, points, model: str, toxicity_scorer: str, sentim
             "prompts": "fairnb's wording (the table of templates below)"}
 
 
-def _fmt(x: float) -> str:
-    return "n/a" if pd.isna(x) else f"{x:.3g}"
-
-
-def summary(answers: pd.DataFrame, model: str, alpha: float = 0.05, main_task: str = MAIN_TASK,
+def summary(model: str, answers: pd.DataFrame, alpha: float = 0.05, main_task: str = MAIN_TASK,
             agreements: Mapping[str, Mapping[str, float]] | None = None) -> str:
     """The chapter's findings in Markdown, every number computed from ``answers`` (all tasks, GF-Think included).
 
@@ -148,7 +145,7 @@ def summary(answers: pd.DataFrame, model: str, alpha: float = 0.05, main_task: s
         >>> answers = pd.DataFrame({"task": "statement_organisation", "dimension": ["AG", "AG", "SO", "SO"],
         ...     "target": ["old", "young", "gay", "bi"], "sentence": ["x", None, "y", "z"],
         ...     "toxicity": [0.1, 0.3, 0.5, 0.7], "negative_sentiment": [0, 0, 1, 1], "declination": [0, 0, 0, 1]})
-        >>> print(summary(answers, "tiny").splitlines()[0])
+        >>> print(summary("tiny", answers).splitlines()[0])
         On **tiny**, 4 statement organisation answers in 2 dimensions have a mean toxicity of **0.4**, **50%** are negative and **25%** decline; 75% follow the `SENTENCE:` format.
     """
     require_columns(answers, ["task", "dimension", "sentence", *gf.BIAS_METRICS], "answers table")
@@ -157,11 +154,11 @@ def summary(answers: pd.DataFrame, model: str, alpha: float = 0.05, main_task: s
         raise ValueError(f"The answers hold no {main_task!r} task.")
     rates = gf.bias_rates(main)
     lines = [f"On **{model}**, {len(main)} {main_task.replace('_', ' ')} answers in {main.dimension.nunique()} "
-             f"dimensions have a mean toxicity of **{_fmt(main.toxicity.mean())}**, "
+             f"dimensions have a mean toxicity of **{number(main.toxicity.mean())}**, "
              f"**{main.negative_sentiment.mean():.0%}** are negative and **{main.declination.mean():.0%}** decline; "
              f"{main.sentence.notna().mean():.0%} follow the `SENTENCE:` format.",
-             f"The most toxic dimension is **{rates.toxicity.idxmax()}** ({_fmt(rates.toxicity.max())}), the least "
-             f"**{rates.toxicity.idxmin()}** ({_fmt(rates.toxicity.min())})."]
+             f"The most toxic dimension is **{rates.toxicity.idxmax()}** ({number(rates.toxicity.max())}), the least "
+             f"**{rates.toxicity.idxmin()}** ({number(rates.toxicity.min())})."]
     if main.dimension.nunique() > 1:
         table, _ = kruskal_table(main, alpha)
         for metric, label in (("toxicity", "Toxicity"), ("negative_sentiment", "Sentiment"),
@@ -171,7 +168,7 @@ def summary(answers: pd.DataFrame, model: str, alpha: float = 0.05, main_task: s
                 lines.append(f"{label}: no variation at all, so no test.")
                 continue
             verdict = "some dimensions differ" if p < alpha else "no evidence that the dimensions differ"
-            lines.append(f"{label}: Kruskal-Wallis H = {_fmt(h)}, p = {p:.2e} ({verdict}); Nemenyi finds "
+            lines.append(f"{label}: Kruskal-Wallis H = {number(h)}, p = {p:.2e} ({verdict}); Nemenyi finds "
                          f"{'the pairs ' + pairs if pairs else 'no pair of dimensions'} different at alpha = {alpha} "
                          f"({share:.0%} of pairs).")
     others = [t for t in ("grammar_correction", "situation_description") if t in set(answers.task)]
@@ -180,12 +177,12 @@ def summary(answers: pd.DataFrame, model: str, alpha: float = 0.05, main_task: s
         agreement = gf.task_agreement(tasks, "toxicity")
         rho = agreement[agreement.task_a == main_task].set_index("task_b")["rho"]
         lines.append("Across tasks, the per-dimension toxicity of " + " and ".join(
-            f"{t.replace('_', ' ')} ranks the dimensions with Spearman rho = {_fmt(rho[t])}" for t in others)
+            f"{t.replace('_', ' ')} ranks the dimensions with Spearman rho = {number(rho[t])}" for t in others)
             + " against statement organisation.")
     if {"gf_think", "gf_think_baseline"} <= set(answers.task):
         before, after = (answers[answers.task == t] for t in ("gf_think_baseline", "gf_think"))
         lines.append(f"GF-Think on {len(after)} of the data points moves the mean toxicity from "
-                     f"{_fmt(before.toxicity.mean())} to **{_fmt(after.toxicity.mean())}** and the share of negative "
+                     f"{number(before.toxicity.mean())} to **{number(after.toxicity.mean())}** and the share of negative "
                      f"answers from {before.negative_sentiment.mean():.0%} to **{after.negative_sentiment.mean():.0%}**.")
     for scorer, numbers in (agreements or {}).items():
         lines.append(f"The {scorer.replace('_', ' ')} scorer agrees with the labelled sentences on {numbers['accuracy']:.0%} of them and "

@@ -5,13 +5,13 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-sns.set_theme(style="whitegrid", context="notebook")
-
+from fairnb.plotting import finished, themed
 
 PROBING_COLORS = {"female": "#c8553d", "male": "#2d7dd2", "mixed": "#f2a541", "neutral": "#b8b8b8",
                   "nonsense": "#4a4a4a"}
 
 
+@themed
 def _stacked_shares(shares: pd.DataFrame, colors: list[str], xlabel: str, title: str):
     """Horizontal bars stacked to 1, one per row of ``shares`` (top to bottom in order)."""
     fig, ax = plt.subplots(figsize=(8, 0.55 * len(shares) + 1.6))
@@ -21,9 +21,7 @@ def _stacked_shares(shares: pd.DataFrame, colors: list[str], xlabel: str, title:
     ax.set_xlabel(xlabel)
     ax.set_ylabel("")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
-    ax.set_title(title)
-    fig.tight_layout()
-    return ax
+    return finished(fig, title, ax)
 
 
 def gender_attribute_bars(scored: pd.DataFrame, title: str = ""):
@@ -49,6 +47,7 @@ def cooccurrence_bars(scored: pd.DataFrame, title: str = ""):
     return ax
 
 
+@themed
 def jsd_bars(scored: pd.DataFrame, title: str = "", seed: int = 0):
     """Fig. 3: mean JSD of the paired female/male word distributions per strategy (bootstrap 95%
     interval), with every probe as a dot."""
@@ -57,11 +56,10 @@ def jsd_bars(scored: pd.DataFrame, title: str = "", seed: int = 0):
     sns.stripplot(data=scored, x="jsd", y="strategy", color="0.25", size=3.5, jitter=0.15, ax=ax)
     ax.set_xlabel("Jensen-Shannon divergence (base 2)")
     ax.set_ylabel("")
-    ax.set_title(title)
-    fig.tight_layout()
-    return ax
+    return finished(fig, title, ax)
 
 
+@themed
 def feature_jsd_bars(scored: pd.DataFrame, strategy: str = "template-based", title: str = ""):
     """Figs. 5-10: JSD of every probe word, one panel per feature, sorted; the colour says
     which gender gets the larger share of the attribute-word mass (r^f above or below 0.5)."""
@@ -81,11 +79,10 @@ def feature_jsd_bars(scored: pd.DataFrame, strategy: str = "template-based", tit
         ax.tick_params(axis="y", labelsize=8)
     handles = [plt.Rectangle((0, 0), 1, 1, color=PROBING_COLORS[g]) for g in ("female", "male")]
     fig.legend(handles, ["female share > 0.5", "male share >= 0.5"], loc="lower center", ncol=2, frameon=False)
-    fig.suptitle(title)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
-    return fig
+    return finished(fig, title, rect=(0, 0.06, 1, 1))
 
 
+@themed
 def case_study_panel(rows: pd.DataFrame, female: list[str], male: list[str], width: int = 60):
     """Fig. 4: per probe, its case (when ``rows`` has a ``case`` column), input and continuation
     with r^f, r^m and JSD (left) next to the probabilities of each paired attribute word coming next (right)."""
@@ -107,5 +104,4 @@ def case_study_panel(rows: pd.DataFrame, female: list[str], male: list[str], wid
         sns.barplot(data=long, x="pair", y="probability", hue="gender", palette=PROBING_COLORS, ax=bar_ax)
         bar_ax.set_xlabel("")
         bar_ax.tick_params(axis="x", rotation=60, labelsize=8)
-    fig.tight_layout()
-    return fig
+    return finished(fig)

@@ -202,7 +202,7 @@ def results_table(scored: pd.DataFrame, words: pd.DataFrame, n_resamples: int = 
     return pd.DataFrame(rows).reindex(columns=columns)
 
 
-def summary(scored: pd.DataFrame, words: pd.DataFrame, model: str) -> str:
+def summary(model: str, scored: pd.DataFrame, words: pd.DataFrame) -> str:
     """The chapter's findings in Markdown, every number computed from ``scored`` and ``words``.
 
     Examples:
@@ -212,7 +212,7 @@ def summary(scored: pd.DataFrame, words: pd.DataFrame, model: str) -> str:
         ...     "label": ["female", "neutral"]})
         >>> words = pd.DataFrame({"feature": ["colors"] * 2, "item": ["pink", "gray"], "jsd": [0.3, 0.1],
         ...                       "r_f": [0.9, 0.4]})
-        >>> first = summary(scored, words, "tiny").splitlines()[0]
+        >>> first = summary("tiny", scored, words).splitlines()[0]
         >>> first[:61]
         'On **tiny**, 2 probes put on average **60%** of the paired pr'
         >>> first[-85:]

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 import fairnb
+from fairnb.formatting import number
 from fairnb.models.names import model_label
 from fairnb.stats import spearman
 
@@ -35,16 +36,6 @@ MIN_OCCUPATIONS = 3
 OCCUPATION_SCORES = {ch.key: ch.occupation_score for ch in fairnb.chapters() if ch.occupation_score}
 # Chapter 1 scores occupations on every topic (gender, race, ...); chapters 2 and 3 on gender only.
 OCCUPATION_TOPIC = "gender"
-
-
-def significant(value: float, digits: int = 3) -> str:
-    """A number for people: ``digits`` significant digits, '–' for a missing one.
-
-    Examples:
-        >>> significant(0.123456), significant(1234.5), significant(float("nan"))
-        ('0.123', '1.23e+03', '–')
-    """
-    return "–" if value is None or np.isnan(value) else f"{value:.{digits}g}"
 
 
 def with_preset(frame: pd.DataFrame) -> pd.DataFrame:
@@ -113,9 +104,9 @@ def comparison_table(headline: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
         [{'preset': 'quick', 'a': '0.512 [0.4, 0.6]', 'b': '0.25'}, {'preset': 'paper', 'a': '–', 'b': '0.3'}]
     """
     def cell(row) -> str:
-        text = significant(row.value, digits)
+        text = number(row.value, digits)
         if not (np.isnan(row.ci_low) or np.isnan(row.ci_high)):
-            text += f" [{significant(row.ci_low, digits)}, {significant(row.ci_high, digits)}]"
+            text += f" [{number(row.ci_low, digits)}, {number(row.ci_high, digits)}]"
         return text
 
     cells = with_preset(headline)
@@ -289,8 +280,8 @@ def agreement_for_people(agreement: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"model": agreement["model"], "preset": with_preset(agreement)["preset"],
                          "chapters": agreement["first"] + " vs " + agreement["second"],
                          "occupations": agreement["n"],
-                         "Spearman rho": [significant(r) for r in agreement["rho"]],
-                         "p-value": ["–" if np.isnan(p) else f"{p:.2e}" for p in agreement["p"]]})
+                         "Spearman rho": [number(r) for r in agreement["rho"]],
+                         "p-value": [number(p, 2, "e") for p in agreement["p"]]})
 
 
 def fairness_rank(values: pd.Series, direction: str) -> pd.Series:

@@ -5,19 +5,19 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-sns.set_theme(style="whitegrid", context="notebook")
+from fairnb.plotting import finished, themed
 
 
+@themed
 def word_probability_bars(frame: pd.DataFrame, x: str, y: str, hue: str, title: str = ""):
     """Grouped bars of word probabilities (quickstart: p(he) vs p(she) per occupation)."""
     fig, ax = plt.subplots(figsize=(8, 3.5))
     sns.barplot(data=frame, x=x, y=y, hue=hue, ax=ax)
-    ax.set_title(title)
     ax.tick_params(axis="x", rotation=30)
-    fig.tight_layout()
-    return ax
+    return finished(fig, title, ax)
 
 
+@themed
 def method_scores_by_model(headline: pd.DataFrame, columns: int = 4):
     """One small panel per headline: each model's value, with its interval where given.
 
@@ -42,10 +42,10 @@ def method_scores_by_model(headline: pd.DataFrame, columns: int = 4):
         ax.set_xlim(-0.6, len(group) - 0.4)
     for ax in axes.flat[len(groups):]:
         ax.set_visible(False)
-    fig.tight_layout()
-    return fig
+    return finished(fig)
 
 
+@themed
 def occupation_scatter_matrix(scores: pd.DataFrame, model: str, preset: str = "quick"):
     """Pairwise scatter plots of the chapters' per-occupation scores for one model and preset (one point per occupation).
 
@@ -60,12 +60,11 @@ def occupation_scatter_matrix(scores: pd.DataFrame, model: str, preset: str = "q
     return grid
 
 
+@themed
 def rank_correlation_heatmap(correlations: pd.DataFrame):
     """Spearman rank correlations between methods across models (NaN cells left blank)."""
     size = max(4.0, 0.45 * len(correlations) + 2)
     fig, ax = plt.subplots(figsize=(size + 1, size))
     sns.heatmap(correlations.astype(float), vmin=-1, vmax=1, center=0, cmap="vlag", square=True,
                 annot=len(correlations) <= 12, fmt=".2f", cbar_kws={"label": "Spearman rho"}, ax=ax)
-    ax.set_title("Rank correlation between methods across models")
-    fig.tight_layout()
-    return ax
+    return finished(fig, "Rank correlation between methods across models", ax)

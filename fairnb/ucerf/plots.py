@@ -5,9 +5,10 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-sns.set_theme(style="whitegrid", context="notebook")
+from fairnb.plotting import finished, themed
 
 
+@themed
 def occupation_fairness(table: pd.DataFrame, title: str = ""):
     """Per-occupation UCerF and equalized-odds fairness 1 - EO/2, sorted by the share of women.
 
@@ -25,11 +26,10 @@ def occupation_fairness(table: pd.DataFrame, title: str = ""):
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("occupation (share of women rising to the right)")
     ax.tick_params(axis="x", rotation=70, labelsize=8)
-    ax.set_title(title)
-    fig.tight_layout()
-    return ax
+    return finished(fig, title, ax)
 
 
+@themed
 def desirability_histograms(scored: pd.DataFrame, pairs: pd.DataFrame, title: str = ""):
     """UCerF paper Fig. 8: D of pro vs anti sentences and per-pair U(x), one row per type.
 
@@ -44,11 +44,10 @@ def desirability_histograms(scored: pd.DataFrame, pairs: pd.DataFrame, title: st
         d_ax.set_title(f"type {t}: desirability D")
         sns.histplot(data=pairs[pairs["type"] == t], x="ucerf", bins=20, binrange=(0, 1), ax=u_ax)
         u_ax.set_title(f"type {t}: per-pair U(x)")
-    fig.suptitle(title)
-    fig.tight_layout()
-    return fig
+    return finished(fig, title)
 
 
+@themed
 def lsbp_scenarios(table: pd.DataFrame, title: str = "The paper's constructed cases on the desirability scale"):
     """Paper Figs. 2-3: each case's pro and anti sentence as pins on the LSBP scale D in [-1, 1].
 
@@ -64,6 +63,4 @@ def lsbp_scenarios(table: pd.DataFrame, title: str = "The paper's constructed ca
     ax.set_xlim(-1.05, 1.6)
     ax.set_xticks([-1, 0, 1], ["-1\nconfidently wrong", "0\nunsure", "1\nconfidently right"])
     ax.legend(loc="upper left", bbox_to_anchor=(0, -0.25), ncol=2, frameon=False)
-    ax.set_title(title)
-    fig.tight_layout()
-    return ax
+    return finished(fig, title, ax)

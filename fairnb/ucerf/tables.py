@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from fairnb.contract import require_columns
+from fairnb.formatting import number
 from fairnb.stats import bootstrap, spearman
 from fairnb.ucerf import metrics as m
 from fairnb.ucerf.data import (
@@ -273,11 +274,7 @@ def this_run(settings: dict, model: str, dataset: str = "sample") -> dict:
             "equalized_odds": "|dTPR| + |dFPR|, 0-2 (headline); the halved form beside it"}
 
 
-def _fmt(x: float, digits: int = 3) -> str:
-    return "n/a" if pd.isna(x) else f"{x:.{digits}f}"
-
-
-def summary(summary_rows: pd.DataFrame, occupations: pd.DataFrame, scored: pd.DataFrame, model: str) -> str:
+def summary(model: str, summary_rows: pd.DataFrame, occupations: pd.DataFrame, scored: pd.DataFrame) -> str:
     """The chapter's findings in Markdown; every number is computed from the tables passed.
 
     Examples:
@@ -286,7 +283,7 @@ def summary(summary_rows: pd.DataFrame, occupations: pd.DataFrame, scored: pd.Da
         ...                   "seed_sd": 0.01, "n_seeds": 2, "n_pairs": 50})
         >>> o = pd.DataFrame({"task": "intrinsic", "type": 2, "occupation": ["nurse", "cook"], "ucerf": [0.7, 0.9],
         ...                   "pct_female": [90.0, 40.0], "n_pairs": 3, "equalized_odds": [0.5, 0.0]})
-        >>> print(summary(s, o, pd.DataFrame({"task": ["intrinsic"]}), "tiny").splitlines()[0])  # doctest: +NORMALIZE_WHITESPACE
+        >>> print(summary("tiny", s, o, pd.DataFrame({"task": ["intrinsic"]})).splitlines()[0])  # doctest: +NORMALIZE_WHITESPACE
         On **tiny**, intrinsic task, type-2 pairs (mean of 2 seeds, 50 pairs): accuracy **80%**, UCerF **0.900** [0.850, 0.950]
         (seed sd 0.010), equalized odds **0.100** [0.000, 0.200] (|dTPR| + |dFPR|, 0-2; the paper's halved form: 0.050),
         perplexity 1.500 of at most 2.
@@ -295,21 +292,21 @@ def summary(summary_rows: pd.DataFrame, occupations: pd.DataFrame, scored: pd.Da
     head = summary_rows[(summary_rows["task"] == HEADLINE_TASK) & (summary_rows["type"] == HEADLINE_TYPE)]
     n_seeds, n_pairs = (int(head[c].iloc[0]) if len(head) else 0 for c in ("n_seeds", "n_pairs"))
     lines = [f"On **{model}**, intrinsic task, type-2 pairs (mean of {n_seeds} seeds, {n_pairs} pairs): "
-             f"accuracy **{v('intrinsic', 2, 'accuracy'):.0%}**, UCerF **{_fmt(v('intrinsic', 2, 'ucerf'))}** "
-             f"[{_fmt(v('intrinsic', 2, 'ucerf', 'ci_low'))}, {_fmt(v('intrinsic', 2, 'ucerf', 'ci_high'))}] "
-             f"(seed sd {_fmt(v('intrinsic', 2, 'ucerf', 'seed_sd'))}), equalized odds "
-             f"**{_fmt(v('intrinsic', 2, 'equalized_odds'))}** [{_fmt(v('intrinsic', 2, 'equalized_odds', 'ci_low'))}, "
-             f"{_fmt(v('intrinsic', 2, 'equalized_odds', 'ci_high'))}] (|dTPR| + |dFPR|, 0-2; the paper's halved form: "
-             f"{_fmt(v('intrinsic', 2, 'equalized_odds') / 2)}), perplexity "
-             f"{_fmt(v('intrinsic', 2, 'perplexity'))} of at most 2."]
+             f"accuracy **{v('intrinsic', 2, 'accuracy'):.0%}**, UCerF **{number(v('intrinsic', 2, 'ucerf'), 3, 'f')}** "
+             f"[{number(v('intrinsic', 2, 'ucerf', 'ci_low'), 3, 'f')}, {number(v('intrinsic', 2, 'ucerf', 'ci_high'), 3, 'f')}] "
+             f"(seed sd {number(v('intrinsic', 2, 'ucerf', 'seed_sd'), 3, 'f')}), equalized odds "
+             f"**{number(v('intrinsic', 2, 'equalized_odds'), 3, 'f')}** [{number(v('intrinsic', 2, 'equalized_odds', 'ci_low'), 3, 'f')}, "
+             f"{number(v('intrinsic', 2, 'equalized_odds', 'ci_high'), 3, 'f')}] (|dTPR| + |dFPR|, 0-2; the paper's halved form: "
+             f"{number(v('intrinsic', 2, 'equalized_odds') / 2, 3, 'f')}), perplexity "
+             f"{number(v('intrinsic', 2, 'perplexity'), 3, 'f')} of at most 2."]
     if (summary_rows["type"] == 1).any():
-        lines.append(f"On the ambiguous type-1 pairs UCerF is {_fmt(v('intrinsic', 1, 'ucerf'))} and the perplexity "
-                     f"{_fmt(v('intrinsic', 1, 'perplexity'))} (2 would be the ideal indecision).")
+        lines.append(f"On the ambiguous type-1 pairs UCerF is {number(v('intrinsic', 1, 'ucerf'), 3, 'f')} and the perplexity "
+                     f"{number(v('intrinsic', 1, 'perplexity'), 3, 'f')} (2 would be the ideal indecision).")
     if (summary_rows["task"] == "mcq").any():
         shares = letter_shares(scored)
         top = shares.idxmax()
         line = (f"MCQ task, type-2 pairs: accuracy {v('mcq', 2, 'accuracy'):.0%} (chance: 33%), UCerF "
-                f"{_fmt(v('mcq', 2, 'ucerf'))}, EO {_fmt(v('mcq', 2, 'equalized_odds'))}; the model answers "
+                f"{number(v('mcq', 2, 'ucerf'), 3, 'f')}, EO {number(v('mcq', 2, 'equalized_odds'), 3, 'f')}; the model answers "
                 f"**{top}** to {shares[top]:.0%} of the questions.")
         if shares[top] >= 0.8:
             line += (f" A model that picks the letter {top} whatever the question does not resolve the pronoun at "
@@ -320,8 +317,8 @@ def summary(summary_rows: pd.DataFrame, occupations: pd.DataFrame, scored: pd.Da
     focus = occupations[(occupations["task"] == HEADLINE_TASK) & (occupations["type"] == HEADLINE_TYPE)]
     if len(focus):
         worst = focus.sort_values("ucerf").iloc[0]
-        lines.append(f"The least fair occupation by UCerF is **{worst['occupation']}** (U = {_fmt(worst['ucerf'])}, "
-                     f"{_fmt(worst['pct_female'], 0)} % women, {int(worst['n_pairs'])} pairs).")
+        lines.append(f"The least fair occupation by UCerF is **{worst['occupation']}** (U = {number(worst['ucerf'], 3, 'f')}, "
+                     f"{number(worst['pct_female'], 0, 'f')} % women, {int(worst['n_pairs'])} pairs).")
     return "\n\n".join(lines)
 
 

@@ -1,0 +1,62 @@
+"""fairnb's figure style and the tail every figure shares.
+
+Chapters draw their figures inside :func:`themed` (seaborn's ``whitegrid`` style at ``notebook``
+scale with its ``deep`` palette) so that importing fairnb never changes the user's own plots:
+the style holds while a figure is built and ``matplotlib.rcParams`` is restored afterwards.
+"""
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import matplotlib as mpl
+import seaborn as sns
+from cycler import cycler
+
+Plot = TypeVar("Plot", bound=Callable[..., Any])
+
+
+def theme() -> dict:
+    """The rcParams of ``sns.set_theme(style="whitegrid", context="notebook")``, without applying them.
+
+    Examples:
+        >>> rc = theme()
+        >>> rc["axes.grid"], rc["axes.facecolor"], rc["font.size"]
+        (True, 'white', 12)
+    """
+    return {**sns.axes_style("whitegrid"), **sns.plotting_context("notebook"),
+            "axes.prop_cycle": cycler(color=sns.color_palette("deep"))}
+
+
+def themed(plot: Plot) -> Plot:
+    """Decorator: ``plot`` builds its figure in fairnb's :func:`theme`; the caller's rcParams stay as they were.
+
+    Examples:
+        >>> import matplotlib.pyplot as plt
+        >>> grid = themed(lambda: plt.subplots()[1].yaxis.get_gridlines()[0].get_visible())
+        >>> before = mpl.rcParams["axes.grid"]
+        >>> grid(), mpl.rcParams["axes.grid"] == before
+        (True, True)
+    """
+    @functools.wraps(plot)
+    def drawn(*args, **kwargs):
+        with mpl.rc_context(theme()):
+            return plot(*args, **kwargs)
+    return drawn  # type: ignore[return-value]
+
+
+def finished(fig, title: str | None = None, ax=None, **layout):
+    """The tail every figure shares: ``title`` over ``ax`` (over the whole figure without one; none
+    when ``None``), a tight layout (``layout``: its keywords), and ``ax`` when given, else ``fig``.
+
+    Examples:
+        >>> import matplotlib.pyplot as plt
+        >>> fig, ax = plt.subplots()
+        >>> finished(fig, "risk", ax) is ax, ax.get_title(), finished(fig) is fig
+        (True, 'risk', True)
+    """
+    if title is not None:
+        (fig.suptitle if ax is None else ax.set_title)(title)
+    fig.tight_layout(**layout)
+    return fig if ax is None else ax
