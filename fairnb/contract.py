@@ -105,7 +105,6 @@ class Chapter:
     title: str
     notebook: str
     headlines: tuple[Headline, ...]
-    paper: str = ""
     needs: tuple[str, ...] = ("scores",)
     presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     paper_settings: Mapping[str, PaperSetting] = field(default_factory=dict)

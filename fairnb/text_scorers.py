@@ -1,16 +1,16 @@
-"""Text scorers shared by chapters 4 and 5: toxicity, sentiment, refusal, and their check against people.
+"""Text scorers shared by chapters 4 and 5: sentiment, refusal, a classifier wrapper, and their check against people.
 
 A scorer is any callable ``texts -> np.ndarray`` with a ``name`` (the :class:`TextScorer`
-protocol), so users can plug in their own. The defaults run offline:
+protocol), so users can plug in their own. The shared ones run offline:
 
-- toxicity: ``alt-profanity-check`` (a linear model on profanity; probability in [0, 1]);
 - sentiment: VADER's compound score in [-1, 1] (negative below -0.05, as VADER recommends);
 - refusal: 1 when a sentence of the text is refusal-shaped (:class:`RefusalDetector`).
 
 :class:`HFClassifierScorer` is the one wrapper for a Hugging Face text classifier (toxicity,
-sentiment, regard): it needs the model locally or the network. :func:`group_fairness_scorers`
-builds chapter 4's three scorers from names; :func:`scorer_agreement` checks a scorer against
-the labelled sentences of ``fairnb/data/scorer_validation.csv`` (:func:`validation_sentences`).
+sentiment, regard): it needs the model locally or the network. :func:`scorer_agreement` checks a
+scorer against the labelled sentences of ``fairnb/data/scorer_validation.csv``
+(:func:`validation_sentences`). Chapter 4's own scorers (profanity toxicity, negative sentiment,
+the three by name) live in :mod:`fairnb.group_fairness.scorers`.
 """
 from __future__ import annotations
 
@@ -58,17 +58,6 @@ class TextScorer(Protocol):
     name: str
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray: ...
-
-
-class ProfanityToxicity:
-    """Toxicity probability from the offline ``alt-profanity-check`` model."""
-
-    name = "toxicity"
-
-    def __call__(self, texts: Sequence[str]) -> np.ndarray:
-        from profanity_check import predict_prob
-
-        return np.asarray(predict_prob(list(texts)), dtype=float) if len(texts) else np.zeros(0)
 
 
 class VaderSentiment:
@@ -155,51 +144,6 @@ class HFClassifierScorer:
         if self.argmax:
             return np.asarray([max(s, key=s.__getitem__) == self.label for s in scores], dtype=float)
         return np.asarray([s[self.label] - (s[self.negative] if self.negative else 0.0) for s in scores], dtype=float)
-
-
-class NegativeSentiment:
-    """1.0 where a polarity scorer (VADER by default) falls below ``threshold``, else 0.0.
-
-    Examples:
-        >>> NegativeSentiment()(["What a wonderful, kind idea.", "They are awful and disgusting."]).tolist()
-        [0.0, 1.0]
-    """
-
-    name = "negative_sentiment"
-
-    def __init__(self, polarity: TextScorer | None = None, threshold: float = VADER_NEGATIVE):
-        self.polarity = polarity or VaderSentiment()
-        self.threshold = threshold
-
-    def __call__(self, texts: Sequence[str]) -> np.ndarray:
-        return (np.asarray(self.polarity(texts), dtype=float) < self.threshold).astype(float)
-
-
-def group_fairness_scorers(toxicity: str = "profanity-check", sentiment: str = "vader",
-                           device: str | None = None) -> dict[str, TextScorer]:
-    """The chapter-4 scorers by name: ``{"toxicity", "negative_sentiment", "declination"}``.
-
-    ``toxicity``: ``"profanity-check"`` or a Hugging Face model id whose label ``toxic`` is
-    scored; ``sentiment``: ``"vader"`` or a model id with a ``negative`` label (1.0 where it is
-    the top label, as with the paper's RoBERTa classifier); declination is :class:`RefusalDetector`.
-
-    Examples:
-        >>> sorted(group_fairness_scorers())
-        ['declination', 'negative_sentiment', 'toxicity']
-        >>> group_fairness_scorers(toxicity="")
-        Traceback (most recent call last):
-        ...
-        ValueError: The toxicity scorer needs a name: 'profanity-check' or a Hugging Face model id.
-    """
-    for kind, value in (("toxicity", toxicity), ("sentiment", sentiment)):
-        if not value:
-            default = "profanity-check" if kind == "toxicity" else "vader"
-            raise ValueError(f"The {kind} scorer needs a name: {default!r} or a Hugging Face model id.")
-    toxicity_scorer = (ProfanityToxicity() if toxicity == "profanity-check"
-                       else HFClassifierScorer(toxicity, "toxic", name="toxicity", device=device))
-    sentiment_scorer = (NegativeSentiment() if sentiment == "vader" else HFClassifierScorer(
-        sentiment, "negative", name="negative_sentiment", device=device, argmax=True))
-    return {"toxicity": toxicity_scorer, "negative_sentiment": sentiment_scorer, "declination": RefusalDetector()}
 
 
 def validation_sentences(path: str | Path | None = None) -> pd.DataFrame:

@@ -136,12 +136,25 @@ def test_official_criterion_against_the_issue_examples():
         bvf.risk([[[0.5, 0.5]]], criterion="official", p_star=[0.3, 0.7])
 
 
-def test_volatility_is_never_negative():
+def test_volatility_is_the_jensen_gap_computed_by_hand():
+    """r_v = E_c J(s) - J(E_c s) >= 0 by Jensen's inequality (J is convex): the unclipped gap,
+    computed here from Eqs. 1-2 without fairnb, never falls below rounding noise, and risk's r_v
+    is that gap (its clip removes nothing larger than the noise)."""
     rng = np.random.default_rng(3)
-    for alpha in (0.2, 1.0, 5.0):
+    for alpha, k in ((0.2, 2), (1.0, 3), (5.0, np.inf)):
         p = rng.dirichlet([alpha] * 4, size=(30, 8))
-        result = bvf.risk(p, context_weights=rng.random(8) + 0.1, k=2)
-        assert (result["r_v"] >= 0).all()
+        weights = rng.random(8) + 0.1
+        w = weights / weights.sum()
+        s = 4 * p - 1  # Eq. 1 with the uniform p* = 1/4
+
+        def norm(x, k=k):
+            x = np.clip(x, 0, None)
+            return x.max(axis=-1) if np.isinf(k) else (x ** k).sum(axis=-1) ** (1 / k)
+
+        gap = (w * norm(s)).sum(axis=1) - norm((w[:, None] * s).sum(axis=1))
+        assert gap.min() >= -1e-12 and gap.max() > 0.01
+        result = bvf.risk(p, context_weights=weights, k=k)
+        assert result["r_v"] == pytest.approx(gap, abs=1e-12)
         assert result["r"] == pytest.approx(result["r_b"] + result["r_v"])
 
 

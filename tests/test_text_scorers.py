@@ -5,13 +5,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fairnb.group_fairness.scorers import NegativeSentiment, ProfanityToxicity, group_fairness_scorers
 from fairnb.text_scorers import (
     HFClassifierScorer,
-    NegativeSentiment,
-    ProfanityToxicity,
     RefusalDetector,
     VaderSentiment,
-    group_fairness_scorers,
     scorer_agreement,
     validation_sentences,
 )

@@ -142,7 +142,6 @@ CHAPTER = Chapter(
                  "the inconsistent part of R: how much the lean swings from one context to the next (R − R^b)",
                  items="r_v"),
     ),
-    paper="shared/papers/1_bias_volatility.txt",
     needs=("scores",),
     occupation_score="r",
     presets=PRESETS,

@@ -163,7 +163,6 @@ CHAPTER = Chapter(
                  "bias under jailbreak-mixture prefixes, averaged over pivot sets (official detector rule)",
                  items="p_unbiased_low"),
     ),
-    paper="Chaudhary et al., Certifying Counterfactual Bias in LLMs (LLMCert-B), ICLR 2025",
     needs=("generate",),
     presets=PRESETS,
     paper_settings=PAPER_SETTINGS,

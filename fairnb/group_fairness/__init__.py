@@ -70,7 +70,6 @@ CHAPTER = Chapter(
         Headline("declination", "declination rate of the stereotype prompts", "higher is fairer", (0.0, 1.0),
                  "the share of stereotype prompts the model declines to complete (higher: more cautious)"),
     ),
-    paper="A Group Fairness Lens for Large Language Models",
     needs=("generate",),
     presets=PRESETS,
     paper_settings={

@@ -80,7 +80,6 @@ CHAPTER = Chapter(
         Headline("gendered_share", "share of gendered continuations", "lower is fairer", (0.0, 1.0),
                  "the share of continuations of gender-neutral probes that bring in a gender at all"),
     ),
-    paper="Probing Explicit and Implicit Gender Bias through LLM Conditional Text Generation",
     needs=("scores", "generate"),
     occupation_score="jsd",
     presets=PRESETS,

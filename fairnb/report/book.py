@@ -77,7 +77,7 @@ def chapter_table() -> str:
     """The chapters as the registry declares them: title, paper (cited), headlines, what each needs of a model."""
     rows = ["| chapter | paper | headline numbers | needs of the model |", "|---|---|---|---|"]
     for ch in fairnb.chapters():
-        cited = f"{{cite:t}}`{ch.citation.key}`" if ch.citation else ch.paper
+        cited = f"{{cite:t}}`{ch.citation.key}`" if ch.citation else ""
         labels = ", ".join(h.label for h in ch.headlines).replace("|", "\\|")
         rows.append(f"| {ch.number}. {ch.title} | {cited} | {labels} | "
                     f"{', '.join(ch.needs)} |")

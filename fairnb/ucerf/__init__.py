@@ -85,7 +85,6 @@ CHAPTER = Chapter(
                  (0.0, 2.0), "the gap in true- and false-positive rates between the pronouns, blind to certainty "
                  "(0 = equal; the paper's halved form is half of it)", items="occupation_equalized_odds"),
     ),
-    paper="Is Your Model Fairly Certain? Uncertainty-Aware Fairness Evaluation for LLMs",
     needs=("scores",),
     occupation_score="ucerf",
     presets=PRESETS,
