@@ -33,6 +33,31 @@ def run_card(**parameters) -> HTML:
                 f"<table>{rows}</table></details>")
 
 
+def plain(value):
+    """A number as Python's own type, so that its text is a literal myst-nb can format (numpy 2 prints ``np.float64(…)``).
+
+    Examples:
+        >>> import numpy as np
+        >>> repr(plain(np.float64(0.25))), repr(plain(np.int64(3))), plain("six")
+        ('0.25', '3', 'six')
+    """
+    return value.item() if hasattr(value, "item") else value
+
+
+def glue_numbers(**values) -> None:
+    """Glue each value under its name (``display=False``) for the page's prose: ``{glue:text}`name:.3f```.
+
+    The numbers a chapter's prose quotes come from its run through these names, never typed. Outside a
+    book build (no myst-nb installed) nothing is glued and the roles stay as written.
+    """
+    try:
+        from myst_nb import glue
+    except ImportError:
+        return
+    for name, value in values.items():
+        glue(name, plain(value), display=False)
+
+
 def _same(a, b) -> bool:
     def normal(v):
         return (list(v) if isinstance(v, (tuple, list)) else v)
