@@ -91,3 +91,25 @@ def settings_table(chapter, this_run: Mapping, why: Mapping[str, str] | None = N
                      "this run": str(list(ran) if isinstance(ran, tuple) else ran),
                      "departs": "yes" if departs else "", "why": why.get(key, stated.note) if departs else ""})
     return pd.DataFrame(rows, columns=["setting", "paper", "where", "this run", "departs", "why"]).set_index("setting")
+
+
+def glue_headlines(results: pd.DataFrame, page: str, **values) -> None:
+    """Glue each headline row of a results table as ``<page>_<metric>`` (and ``_low``/``_high`` from its interval),
+    with ``values`` as ``<page>_<name>``: the names a chapter's prose quotes its run by.
+
+    Examples:
+        >>> rows = pd.DataFrame({"metric": ["R", "r"], "value": [0.2, 0.5], "level": ["headline", "group"],
+        ...                      "ci_low": [0.1, 0.4], "ci_high": [0.3, 0.6]})
+        >>> sorted(headline_values(rows, "bvf", occupations=60).items())
+        [('bvf_R', 0.2), ('bvf_R_high', 0.3), ('bvf_R_low', 0.1), ('bvf_occupations', 60)]
+    """
+    glue_numbers(**headline_values(results, page, **values))
+
+
+def headline_values(results: pd.DataFrame, page: str, **values) -> dict:
+    """The numbers :func:`glue_headlines` glues, by name."""
+    top = results[results["level"] == "headline"].set_index("metric")
+    named = {f"{page}_{metric}": row["value"] for metric, row in top.iterrows()}
+    for end in ("low", "high"):
+        named |= {f"{page}_{metric}_{end}": row[f"ci_{end}"] for metric, row in top.iterrows() if f"ci_{end}" in row}
+    return named | {f"{page}_{name}": value for name, value in values.items()}
