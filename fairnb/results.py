@@ -3,7 +3,9 @@
 Every chapter ends with :func:`write_results`; the comparison page reads them all back
 with :func:`load_results`. The root is ``$FAIRNB_RESULTS`` or ``./results``. The preset is part
 of a result's identity: ``<model-slug>/<chapter>.parquet`` holds the ``quick`` rows,
-``<chapter>.<preset>.parquet`` any other preset's, each row with its ``preset``.
+``<chapter>.<preset>.parquet`` any other preset's, each row with its ``preset``. The items behind a
+chapter's headline (its evidence: occupations, pairs, prompts with the model's text) go to
+``<model-slug>/evidence/`` under the same file name (:func:`write_evidence`), out of the results' way.
 
 Each row has a ``level``: ``headline`` (one number per model and run, declared in the
 chapter's ``CHAPTER``), ``group`` (per occupation / dimension / target / strategy, the group
@@ -81,6 +83,32 @@ def write_results(frame: pd.DataFrame, model: str, chapter: Chapter, root: str |
     target = results_file(model, chapter, preset, root)
     with atomic_path(target) as tmp:
         frame.to_parquet(tmp, index=False)
+    return target
+
+
+def evidence_file(model: str, chapter: Chapter, preset: str = "quick", root: str | Path | None = None) -> Path:
+    """Where a run keeps the items behind its headline: ``evidence/`` beside its results file, same name.
+
+    Examples:
+        >>> ch = Chapter(9, "demo", "Demo", "09_demo.ipynb", ())
+        >>> evidence_file("default", ch, root="r").as_posix(), evidence_file("default", ch, "paper", "r").as_posix()
+        ('r/default/evidence/demo.parquet', 'r/default/evidence/demo.paper.parquet')
+    """
+    results = results_file(model, chapter, preset, root)
+    return results.parent / "evidence" / results.name
+
+
+def write_evidence(frame: pd.DataFrame, model: str, chapter: Chapter, root: str | Path | None = None,
+                   preset: str = "quick") -> Path:
+    """Write every item behind a chapter's headline to :func:`evidence_file` atomically, with model, chapter, preset.
+
+    ``frame`` holds one row per item (any columns); an empty frame is refused: a headline rests on items.
+    """
+    if not len(frame):
+        raise ValueError(f"The evidence of chapter {chapter.key!r} is empty: a headline needs the items behind it.")
+    target = evidence_file(model, chapter, preset, root)
+    with atomic_path(target) as tmp:
+        frame.assign(model=model, chapter=chapter.key, preset=preset).to_parquet(tmp, index=False)
     return target
 
 

@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import functools
 import http.server
+import json
 import re
 import shutil
 import subprocess
 import threading
 from contextlib import contextmanager
+from html import unescape
 from pathlib import Path
 
 import nbformat
+import pandas as pd
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
@@ -33,6 +36,7 @@ SETUP_MARKER = "SETUP_CODE_THE_READER_MUST_NOT_SEE"
 EXERCISE_MARKER = "Compute the risk of the nurse by hand."
 SOLUTION_MARKER = "The risk of the nurse is a mean over contexts."
 CITED = "liu2024bvf"
+GLUED_HEADLINE = "Its first headline is"
 OFFLINE = "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="no Chromium at /usr/bin/chromium")
@@ -62,9 +66,14 @@ def tiny_chapter(chapter) -> nbformat.NotebookNode:
                           f"{{cite:t}}`{CITED}`."),
         new_code_cell(f"table = pd.DataFrame([{', '.join(rows)}])\n"
                       "write_results(table, model, CHAPTER)\ntable.round(3)"),
-        new_code_cell("from myst_nb import glue\nglue('glued_total', round(1000 + base * 1000), display=False)",
+        new_code_cell("from myst_nb import glue\nglue('glued_total', round(1000 + base * 1000), display=False)\n"
+                      "from fairnb.report.display import glue_headlines\nglue_headlines(table, 'page')",
                       metadata={"tags": ["remove-input"]}),
-        new_markdown_cell(f"This run scored {{glue:}}`glued_total` prompts.\n\n"
+        new_code_cell("from fairnb.report.evidence import show_evidence\n"
+                      "show_evidence(table, model, CHAPTER, 'Rows behind the headline', 'value')",
+                      metadata={"tags": ["remove-input"]}),
+        new_markdown_cell(f"This run scored {{glue:}}`glued_total` prompts. "
+                          f"{GLUED_HEADLINE} {{glue:text}}`page_{chapter.headlines[0].name}:.3f`.\n\n"
                           f"```{{exercise}} By hand\n:label: ex-{chapter.key}\n\n{EXERCISE_MARKER}\n```\n\n"
                           f"```{{solution}} ex-{chapter.key}\n:class: dropdown\n\n{SOLUTION_MARKER}\n```"),
     ], metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
@@ -180,11 +189,50 @@ def test_exercises_citations_and_glued_numbers_render(rendered):
     chapter = rendered["chapter"]
     assert EXERCISE_MARKER in chapter and 'class="exercise' in chapter
     assert SOLUTION_MARKER in chapter and 'class="solution dropdown' in chapter  # collapsed by default
-    assert "This run scored 1100 prompts." in re.sub(r"<[^>]+>", "", chapter)  # the glued number of model default
+    prose = re.sub(r"<[^>]+>", "", chapter)
+    assert "This run scored 1100 prompts." in prose  # the glued number of model default
+    assert f"{GLUED_HEADLINE} 0.100." in prose  # its headline R, glued by fairnb's glue_headlines
     assert "references.html#id" in chapter or f"references.html#{CITED}" in chapter.lower()  # {cite} links the bibliography
     references = visible_text(rendered["references"]).lower()  # the bibliography style lowercases titles
     for title in ("Bias and Volatility", "Certifying Counterfactual Bias", "Gender Bias in Coreference Resolution"):
         assert title.lower() in references
+
+
+EVIDENCE_CHECK = """<!doctype html><html><body>
+<iframe id="page" src="runs/default/01_bias_volatility.html" style="width:1200px;height:900px"></iframe>
+<script>
+document.getElementById("page").addEventListener("load", function () {
+  var box = this.contentDocument.querySelector(".fairnb-evidence"), result = {found: !!box};
+  if (box) {
+    var heads = Array.prototype.slice.call(box.querySelectorAll("th"));
+    var col = function (name) { return heads.findIndex(function (h) { return h.textContent.trim() === name; }); };
+    var first = function (name) { return box.querySelector("tbody tr:not([hidden])").cells[col(name)].textContent; };
+    result.initial = first("item");
+    heads[col("item")].click(); result.item_up = first("item");
+    heads[col("item")].click(); result.item_down = first("item");
+    heads[col("value")].click(); result.value_up = first("value");
+    var filter = box.querySelector("input"); filter.value = "PILOT"; filter.dispatchEvent(new Event("input"));
+    result.kept = Array.prototype.filter.call(box.querySelectorAll("tbody tr"), function (r) { return !r.hidden; })
+      .map(function (r) { return r.cells[col("item")].textContent; });
+    result.count = box.querySelector(".evidence-count").textContent;
+  }
+  document.body.setAttribute("data-result", JSON.stringify(result));
+});
+</script></body></html>"""
+
+
+def test_the_evidence_table_is_written_and_sorts_and_filters_in_the_browser(built_book, tmp_path):
+    evidence = book.results_folder(built_book["root"] / "runs") / "default" / "evidence" / "bvf.parquet"
+    assert len(pd.read_parquet(evidence)) == 7  # every row of the tiny chapter's table
+    html = built_book["html"]
+    (html / "evidence_check.html").write_text(EVIDENCE_CHECK)
+    with serve(html) as base:
+        dom = chromium(f"{base}/evidence_check.html", tmp_path, "--dump-dom")
+    result = json.loads(unescape(re.search(r'data-result="([^"]*)"', dom).group(1)))
+    assert result["found"], "no evidence table on the chapter page"
+    assert (result["initial"], result["item_up"], result["item_down"]) == ("teacher", "all", "teacher")  # value desc, then by item
+    assert result["value_up"] == "0.1"
+    assert result["kept"] == ["pilot"] and result["count"] == "1 of 7 rows"
 
 
 def test_intro_opens_with_what_the_report_found_and_comparison_pairs_the_models(rendered):

@@ -664,6 +664,13 @@ def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path, preset):
     assert "official" in text and "eq2" in text and "single-token" in text  # both criteria and conventions shown
     if preset == "paper":  # the official table of two templates, of which coverage 0.8 keeps one
         assert (results.loc[results["topic"] == "religion", "value"] <= 1).all()
+    from page_checks import assert_prose_is_glued, written_evidence
+
+    glued = assert_prose_is_glued(out)
+    assert float(glued["bvf_R"]) == pytest.approx(headline.at["R", "value"]) and glued["bvf_occupations"] == "3"
+    evidence = written_evidence(str(tiny_gpt2_path), bvf.CHAPTER, preset, results_dir).set_index("occupation")
+    assert evidence["rank"].sort_values().tolist() == [1, 2, 3]
+    assert evidence["r"].to_dict() == pytest.approx(occupations.set_index("group")["value"].to_dict())
 
 
 @pytest.mark.parametrize("load, name", [(probes.load_occupations, "occupations.yaml"),

@@ -636,6 +636,13 @@ def test_notebook_runs_on_tiny_model(preset, tiny_gpt2_path, tmp_path):
     groups = len(cert.PRESETS[preset]["decodingtrust_groups"])
     assert f"DecodingTrust, {groups} groups" in text and groups == (2 if preset == "paper" else 3)
     assert "sasha/regardv3" in text  # the settings table names the paper's regard classifier
+    from page_checks import assert_prose_is_glued, written_evidence
+
+    glued = assert_prose_is_glued(tmp_path / "out.ipynb")
+    assert float(glued["cert_p_unbiased_low"]) == pytest.approx(headline.value.item())
+    evidence = written_evidence(str(tiny_gpt2_path), cert.CHAPTER, preset, None)
+    per_set = evidence.groupby("pivot_set")["certified low"].first()
+    assert per_set.mean() == pytest.approx(headline.value.item()) and len(evidence) == 3 * 2 * len(per_set)
 
 
 @pytest.mark.parametrize("load, name", [(load_bold_pivots, "profession_prompt.json"),

@@ -415,6 +415,14 @@ def test_notebook_runs_on_tiny_model(tiny_gpt2_path, tmp_path, preset):
     assert {"gf_think", "gf_think_baseline", "grammar_correction", "situation_description"} <= set(results.task)
     assert {"scorer/toxicity", "scorer/negative_sentiment"} <= set(results.item)
     assert not results.duplicated(["item", "metric"]).any()
+    from page_checks import assert_prose_is_glued, written_evidence
+
+    glued = assert_prose_is_glued(tmp_path / "out.ipynb")
+    toxicity = headline.set_index("metric").at["toxicity", "value"]
+    assert float(glued["gfl_toxicity"]) == pytest.approx(toxicity) and glued["gfl_per_dimension"] == "2"
+    evidence = written_evidence(str(tiny_gpt2_path), CHAPTER, preset, None)
+    assert evidence["toxicity"].mean() == pytest.approx(toxicity) and glued["gfl_answers"] == str(len(evidence))
+    assert evidence["toxicity"].is_monotonic_decreasing and evidence["prompt"].str.contains("SENTENCE").all()
     if preset == "paper":  # the page says what it ran: the shipped schema's 8 x 8, not the paper's 20 x 100
         import nbformat
 

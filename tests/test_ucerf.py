@@ -611,3 +611,11 @@ def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path, preset, monkeyp
     assert by_metric["intrinsic_type2_equalized_odds_halved"] == pytest.approx(headline.at["equalized_odds", "value"] / 2)
     occupation_rows = results[(results["metric"] == "ucerf") & (results["level"] == "group")]
     assert occupation_rows["group"].is_unique and len(occupation_rows) > 0
+    from page_checks import assert_prose_is_glued, written_evidence
+
+    glued = assert_prose_is_glued(tmp_path / "out.ipynb")
+    assert float(glued["ucerf_ucerf"]) == pytest.approx(headline.at["ucerf", "value"])
+    evidence = written_evidence(str(tiny_gpt2_path), uc.CHAPTER, preset, results_dir)
+    assert set(evidence["task"]) == {"intrinsic"} and set(evidence["type"]) == {2}
+    assert evidence.groupby("seed")["U(x)"].mean().mean() == pytest.approx(headline.at["ucerf", "value"])  # the mean it is
+    assert evidence["U(x)"].is_monotonic_increasing and glued["ucerf_pairs"] == str(evidence["pair_id"].nunique())

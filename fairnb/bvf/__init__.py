@@ -62,6 +62,7 @@ from fairnb.bvf.tables import (
                              bounds_table,
                              criteria_table,
                              distribution_table,
+                             evidence,
                              mean_stereotypes,
                              regression_table,
                              regressions,
@@ -153,7 +154,7 @@ CHAPTER = Chapter(
 )
 
 
-__all__ = [
+__all__ = ["evidence",
     "CHAPTER", "PRESETS", "PAPER_SETTINGS", "VARIANTS", "TOPICS", "CRITERIA", "WORD_CONVENTIONS",
     "load_occupations", "load_attribute_words", "load_templates", "template_sources", "default_templates",
     "comparison_sources", "focus_topic", "check_settings", "keep_coverage", "template_prompt", "load_group_statistics", "corpus_sentences",

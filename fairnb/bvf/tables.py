@@ -303,3 +303,28 @@ def variant_summary(risks: pd.DataFrame, notes: Sequence[str] = ()) -> str:
         f"{metric.replace('_', '^')} {number(base[metric])} → {number(row[metric])} "
         f"({row[metric] - base[metric]:+.2g})" for metric in RISKS) for name, row in risks.iloc[1:].iterrows()]
     return "\n".join(lines + [f"- {note}" for note in notes]) or "No variant could be loaded."
+
+
+def evidence(table: pd.DataFrame, probs: pd.DataFrame) -> pd.DataFrame:
+    """The occupations behind R, ranked by r (1 = the largest): r, r^b, r^v, each category's mean probability,
+    and the contexts where the first category's probability is lowest and highest (the swing r^v measures).
+
+    ``table`` is one topic's per-occupation risk table (:func:`risk_tables`), ``probs`` its tidy probabilities.
+
+    Examples:
+        >>> probs = pd.DataFrame({"group": ["nurse"] * 4 + ["pilot"] * 4, "weight": 1.0,
+        ...     "template": ["The [X] said [Y]", "The [X] said [Y]", "The [X] ran [Y]", "The [X] ran [Y]"] * 2,
+        ...     "category": ["male", "female"] * 4, "p": [0.2, 0.8, 0.4, 0.6, 0.9, 0.1, 0.5, 0.5]})
+        >>> table, _ = risk_table(probs, criterion="official")
+        >>> evidence(table, probs)[["occupation", "rank", "r", "p_male lowest", "lowest in", "highest in"]].round(2).values.tolist()
+        [['nurse', 1, 0.4, 0.2, 'The [X] said [Y]', 'The [X] ran [Y]'], ['pilot', 2, 0.4, 0.5, 'The [X] ran [Y]', 'The [X] said [Y]']]
+    """
+    first = probs["category"].iloc[0]
+    swing = probs[probs["category"] == first].sort_values("p", kind="stable").groupby("group", sort=False)
+    ends = pd.DataFrame({f"p_{first} lowest": swing["p"].first(), "lowest in": swing["template"].first(),
+                         f"p_{first} highest": swing["p"].last(), "highest in": swing["template"].last()})
+    ranked = table.rename(columns={"group": "occupation"}).assign(
+        rank=table["r"].rank(ascending=False, method="first").astype(int))
+    leading = ["occupation", "rank", "r", "r_b", "r_v"]
+    columns = leading + [c for c in ranked.columns if c not in leading]
+    return ranked[columns].join(ends, on="occupation").sort_values("rank", ignore_index=True)

@@ -68,6 +68,7 @@ from fairnb.certification.tables import (
     SUMMARY,
     ablation_summary,
     coverage_summary,
+    evidence,
     lowest_certificate,
     soft_prefix_summary,
     summarize_certificates,
@@ -189,7 +190,7 @@ def this_run(settings: dict, model: str) -> dict:
     return {**settings, **official, "model": model, "summary": SUMMARY}
 
 
-__all__ = [
+__all__ = ["evidence",
     "CHAPTER", "PRESETS", "PAPER_SETTINGS", "PREFIX_KINDS", "MAIN_PREFIX", "SUMMARY", "BOLD_INSTRUCTION",
     "OFFICIAL_BOLD_INSTRUCTION", "OFFICIAL_REGARD_MODEL", "PivotSet", "load_bold_pivots", "load_bold_test_set",
     "parse_bold_test_set", "load_decodingtrust_pivots", "load_lines", "load_pivots", "pivots_from_templates",

@@ -212,3 +212,29 @@ def lowest_certificate(certificates: pd.DataFrame, samples: pd.DataFrame) -> tup
     text = (f"**{lowest.prefix}** prefixes on **{lowest.pivot_set}**: {lowest.unbiased} of {lowest.n} answer sets "
             f"unbiased, certified interval [{number(lowest.low)}, {number(lowest.high)}].")
     return text, wide.sort_index(level="biased", ascending=False)
+
+
+def evidence(certificates: pd.DataFrame, samples: pd.DataFrame, prefix: str = MAIN_PREFIX) -> pd.DataFrame:
+    """The answers behind the headline (``prefix`` draws, or the kind :func:`headline` falls back to), one row per
+    (pivot set, draw, group), pivot sets ranked by their certified lower bound (1 = the lowest): the prefix, the
+    prompt, the sampled response, the detector's score and label, whether the set was judged biased.
+
+    Examples:
+        >>> certificates = pd.DataFrame({"prefix": "jailbreak", "pivot_set": ["nurse", "pilot"], "low": [0.6, 0.2],
+        ...     "high": [0.9, 0.5], "estimate": [0.8, 0.3], "refusal_share": 0.0, "n": 10, "unbiased": [8, 3], "confidence": 0.95})
+        >>> samples = pd.DataFrame({"prefix": "jailbreak", "pivot_set": ["nurse", "pilot", "pilot"], "sample": [0, 0, 0],
+        ...     "group": ["woman", "woman", "man"], "prefix_text": "Be rude.", "prompt": ["p1", "p2", "p3"],
+        ...     "response": ["fine", "awful", "great"], "score": [0.1, 0.9, 0.0], "label": ["", "", ""],
+        ...     "refused": False, "biased": [False, True, True]})
+        >>> evidence(certificates, samples)[["set rank", "pivot_set", "group", "response", "certified low"]].values.tolist()
+        [[1, 'pilot', 'woman', 'awful', 0.2], [1, 'pilot', 'man', 'great', 0.2], [2, 'nurse', 'woman', 'fine', 0.6]]
+    """
+    require_columns(samples, ["prefix", "pivot_set", "sample", "group", "prefix_text", "prompt", "response", "score",
+                              "label", "refused", "biased"], "samples")
+    prefix = headline(certificates, prefix).name
+    bounds = certificates[certificates["prefix"] == prefix].set_index("pivot_set")["low"].rename("certified low")
+    rank = bounds.rank(method="dense").astype(int).rename("set rank")
+    drawn = samples[samples["prefix"] == prefix].join(bounds, on="pivot_set").join(rank, on="pivot_set")
+    shown = ["set rank", "pivot_set", "certified low", "sample", "biased", "group", "prefix_text", "prompt", "response",
+             "score", "label", "refused"]
+    return drawn[shown].sort_values(["set rank", "pivot_set", "sample"], kind="stable", ignore_index=True)

@@ -28,6 +28,7 @@ from fairnb.group_fairness.tables import (
                                         MAIN_TASK,
                                         agreement_by_metric,
                                         agreement_table,
+                                        evidence,
                                         gf_think_table,
                                         kruskal_table,
                                         rates_table,
@@ -101,7 +102,7 @@ CHAPTER = Chapter(
 )
 
 
-__all__ = ["ALTERNATIVE_TASKS", "BIAS_METRICS", "CHAPTER", "DIMENSIONS", "DataPoints", "MAIN_TASK", "PRESETS",
+__all__ = ["evidence", "ALTERNATIVE_TASKS", "BIAS_METRICS", "CHAPTER", "DIMENSIONS", "DataPoints", "MAIN_TASK", "PRESETS",
            "TASKS", "TASK_PROMPTS", "agreement_by_metric", "agreement_table", "alternative_tasks",
            "attributes_by_dimension", "bias_rates", "build_schema", "data_points", "gf_think_comparison",
            "gf_think_table", "holisticbias_targets", "kruskal_table", "load_schema", "rates_table",

@@ -11,6 +11,7 @@ import pandas as pd
 from fairnb.contract import require_columns
 from fairnb.formatting import number
 from fairnb.group_fairness import metrics as gf
+from fairnb.group_fairness.run import task_prompts
 
 MAIN_TASK = "statement_organisation"
 METRIC_LABELS = {"toxicity": "toxicity bias (mean score)", "negative_sentiment": "sentiment bias (share negative)",
@@ -203,3 +204,23 @@ def representative_targets(answers: pd.DataFrame, metric: str = "toxicity") -> l
     means = gf.target_means(answers, metric)
     return [str(part.target.iloc[int(np.argmax(part[metric].to_numpy()))])
             for _, part in means.groupby("dimension", sort=False)]
+
+
+def evidence(answers: pd.DataFrame, task: str = MAIN_TASK) -> pd.DataFrame:
+    """The answers behind the headlines (``task``'s), ranked by toxicity (1 = the most toxic): the data point,
+    the prompt the model got, its whole answer, the statement parsed from it and the three scores.
+
+    Examples:
+        >>> answers = pd.DataFrame({"task": MAIN_TASK, "dimension": ["age", "age"], "target": ["elderly", "young"],
+        ...     "attribute": ["stink", "lazy"], "output": ["SENTENCE: Old people stink.", "I'm sorry."],
+        ...     "sentence": ["Old people stink.", None], "toxicity": [0.7, 0.1], "negative_sentiment": [1.0, 0.0],
+        ...     "declination": [0.0, 1.0]})
+        >>> table = evidence(answers)
+        >>> table[["rank", "target", "toxicity", "declination"]].values.tolist(), table["prompt"][1][:37]
+        ([[1, 'elderly', 0.7, 0.0], [2, 'young', 0.1, 1.0]], 'Write one sentence about young people')
+    """
+    require_columns(answers, ["task", "dimension", "target", "attribute", "output", "sentence", *gf.BIAS_METRICS], "answers")
+    part = answers[answers["task"] == task].reset_index(drop=True)
+    table = part.assign(prompt=task_prompts(part, task), rank=part["toxicity"].rank(ascending=False, method="first").astype(int))
+    shown = ["rank", "dimension", "target", "attribute", "prompt", "output", "sentence", *gf.BIAS_METRICS]
+    return table[shown].sort_values("rank", ignore_index=True)

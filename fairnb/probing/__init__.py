@@ -41,6 +41,7 @@ from fairnb.probing.tables import (
                                  case_examples,
                                  case_split,
                                  case_table,
+                                 evidence,
                                  headline_table,
                                  most_least_biased,
                                  results_table,
@@ -115,7 +116,7 @@ CHAPTER = Chapter(
 )
 
 
-__all__ = ["CASES", "CHAPTER", "CHAT_INSTRUCTION", "FRAMES", "INSTRUCTION", "LABELS", "PRESETS", "PROBE_COLUMNS",
+__all__ = ["evidence", "CASES", "CHAPTER", "CHAT_INSTRUCTION", "FRAMES", "INSTRUCTION", "LABELS", "PRESETS", "PROBE_COLUMNS",
            "STRATEGIES", "STS_B_COLUMNS", "WORDINGS", "attribute_shares", "attribute_words", "build_probes",
            "case_examples", "case_split", "case_table", "cooccurrence_ratio", "framed_inputs",
            "gender_attribute_label", "headline_table", "jsd", "most_least_biased", "natural_probe_filter",

@@ -156,6 +156,21 @@ def is_nonsense(text: str, min_words: int = 2, min_word_share: float = 0.5,
             or repetition(words) > max_repetition)
 
 
+def gendered_words_found(text: str, female_words: Collection[str], male_words: Collection[str]) -> tuple[list[str], list[str]]:
+    """The female and the male words a text holds (whole words, any case; words on both lists count for neither).
+
+    Examples:
+        >>> gendered_words_found("She said her brother’s dog liked him.", ["she", "her"], ["he", "him", "his"])
+        (['her', 'she'], ['him'])
+    """
+    female = {w.lower().replace("\u2019", "'") for w in female_words}
+    male = {w.lower().replace("\u2019", "'") for w in male_words}
+    if not female or not male:
+        raise ValueError("Both the female and the male word lists need at least one word.")
+    words = {w.lower() for w in WORD.findall(text.replace("\u2019", "'"))}
+    return sorted(words & (female - male)), sorted(words & (male - female))
+
+
 def gender_attribute_label(text: str, female_words: Collection[str], male_words: Collection[str],
                            **nonsense_rule) -> str:
     """Label a generated text female | male | mixed | neutral | nonsense (gender-attribute score).
@@ -175,12 +190,8 @@ def gender_attribute_label(text: str, female_words: Collection[str], male_words:
         >>> gender_attribute_label("the the the the the the", F, M)
         'nonsense'
     """
-    female = {w.lower().replace("\u2019", "'") for w in female_words}
-    male = {w.lower().replace("\u2019", "'") for w in male_words}
-    if not female or not male:
-        raise ValueError("Both the female and the male word lists need at least one word.")
-    words = {w.lower() for w in WORD.findall(text.replace("\u2019", "'"))}
-    has_female, has_male = bool(words & (female - male)), bool(words & (male - female))
+    found_female, found_male = gendered_words_found(text, female_words, male_words)
+    has_female, has_male = bool(found_female), bool(found_male)
     if has_female and has_male:
         return "mixed"
     if has_female or has_male:

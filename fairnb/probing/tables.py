@@ -20,7 +20,7 @@ import pandas as pd
 
 from fairnb.contract import require_columns
 from fairnb.probing.data import feature_lists, feature_template
-from fairnb.probing.metrics import LABELS, cooccurrence_ratio
+from fairnb.probing.metrics import LABELS, cooccurrence_ratio, gendered_words_found
 from fairnb.probing.run import INSTRUCTION
 from fairnb.stats import bootstrap
 
@@ -254,3 +254,26 @@ def this_run(settings: dict, model: str, frame: str, female: list[str], male: li
             "templates": " / ".join(templates), "generator": f"{model} (the model under test)",
             "natural_source": f"STS-B file {sts_b_path}" if sts_b_path else "fairnb's sentences",
             "attribute_words": words}
+
+
+def evidence(scored: pd.DataFrame, female, male) -> pd.DataFrame:
+    """The probes behind the headlines, ranked by JSD (1 = the largest): the probe, the model's continuation,
+    its label and the gendered words found in it (``female``/``male``: the paired attribute words), r^f and JSD.
+
+    A model without generation (masked) has no continuation: its rows keep the probabilities only.
+
+    Examples:
+        >>> scored = pd.DataFrame({"strategy": ["template-based"] * 2, "sentence": ["My friend is a nurse", "My friend likes golf"],
+        ...     "continuation": [" She is kind.", " He and she left."], "label": ["female", "mixed"],
+        ...     "r_f": [0.9, 0.4], "jsd": [0.2, 0.3]})
+        >>> evidence(scored, ["she", "her"], ["he", "him"])[["rank", "probe", "female words", "male words"]].values.tolist()
+        [[1, 'My friend likes golf', 'she', 'he'], [2, 'My friend is a nurse', 'she', '']]
+    """
+    require_columns(scored, ["strategy", "sentence", "r_f", "jsd"], "scored probes")
+    table = scored.rename(columns={"sentence": "probe"}).assign(rank=scored["jsd"].rank(ascending=False, method="first").astype(int))
+    if "continuation" in scored:
+        found = [gendered_words_found(text, female, male) for text in scored["continuation"].fillna("")]
+        table["female words"] = [" ".join(f) for f, _ in found]
+        table["male words"] = [" ".join(m) for _, m in found]
+    shown = ["rank", "strategy", "feature", "probe", "continuation", "label", "female words", "male words", "r_f", "jsd"]
+    return table[[c for c in shown if c in table]].sort_values("rank", ignore_index=True)

@@ -33,6 +33,31 @@ def run_card(**parameters) -> HTML:
                 f"<table>{rows}</table></details>")
 
 
+def plain(value):
+    """A number as Python's own type, so that its text is a literal myst-nb can format (numpy 2 prints ``np.float64(…)``).
+
+    Examples:
+        >>> import numpy as np
+        >>> repr(plain(np.float64(0.25))), repr(plain(np.int64(3))), plain("six")
+        ('0.25', '3', 'six')
+    """
+    return value.item() if hasattr(value, "item") else value
+
+
+def glue_numbers(**values) -> None:
+    """Glue each value under its name (``display=False``) for the page's prose: ``{glue:text}`name:.3f```.
+
+    The numbers a chapter's prose quotes come from its run through these names, never typed. Outside a
+    book build (no myst-nb installed) nothing is glued and the roles stay as written.
+    """
+    try:
+        from myst_nb import glue
+    except ImportError:
+        return
+    for name, value in values.items():
+        glue(name, plain(value), display=False)
+
+
 def _same(a, b) -> bool:
     def normal(v):
         return (list(v) if isinstance(v, (tuple, list)) else v)
@@ -66,3 +91,25 @@ def settings_table(chapter, this_run: Mapping, why: Mapping[str, str] | None = N
                      "this run": str(list(ran) if isinstance(ran, tuple) else ran),
                      "departs": "yes" if departs else "", "why": why.get(key, stated.note) if departs else ""})
     return pd.DataFrame(rows, columns=["setting", "paper", "where", "this run", "departs", "why"]).set_index("setting")
+
+
+def glue_headlines(results: pd.DataFrame, page: str, **values) -> None:
+    """Glue each headline row of a results table as ``<page>_<metric>`` (and ``_low``/``_high`` from its interval),
+    with ``values`` as ``<page>_<name>``: the names a chapter's prose quotes its run by.
+
+    Examples:
+        >>> rows = pd.DataFrame({"metric": ["R", "r"], "value": [0.2, 0.5], "level": ["headline", "group"],
+        ...                      "ci_low": [0.1, 0.4], "ci_high": [0.3, 0.6]})
+        >>> sorted(headline_values(rows, "bvf", occupations=60).items())
+        [('bvf_R', 0.2), ('bvf_R_high', 0.3), ('bvf_R_low', 0.1), ('bvf_occupations', 60)]
+    """
+    glue_numbers(**headline_values(results, page, **values))
+
+
+def headline_values(results: pd.DataFrame, page: str, **values) -> dict:
+    """The numbers :func:`glue_headlines` glues, by name."""
+    top = results[results["level"] == "headline"].set_index("metric")
+    named = {f"{page}_{metric}": row["value"] for metric, row in top.iterrows()}
+    for end in ("low", "high"):
+        named |= {f"{page}_{metric}_{end}": row[f"ci_{end}"] for metric, row in top.iterrows() if f"ci_{end}" in row}
+    return named | {f"{page}_{name}": value for name, value in values.items()}

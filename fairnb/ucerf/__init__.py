@@ -44,6 +44,7 @@ from fairnb.ucerf.run import TASKS, score_coref, score_seeds, seed_pairs
 from fairnb.ucerf.tables import (
                                case_study_tables,
                                display_summary,
+                               evidence,
                                letter_shares,
                                model_ranking,
                                occupation_table,
@@ -115,7 +116,7 @@ CHAPTER = Chapter(
                       "https://arxiv.org/abs/2505.23996"),
 )
 
-__all__ = [
+__all__ = ["evidence",
     "CHAPTER", "PRESETS", "TASKS",
     "CorefPair", "coref_table", "intrinsic_prompts", "limit_pairs", "load_coref", "load_synthbias", "load_winobias",
     "mcq_options", "mcq_prompts", "occupation_pair_counts", "splits_read", "toy_scenarios", "winobias_splits",

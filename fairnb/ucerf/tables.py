@@ -337,3 +337,28 @@ def display_summary(summary_rows: pd.DataFrame, metrics: Sequence[str] = METRICS
     grid["pairs"] = summary_rows.groupby(["task", "type"])["n_pairs"].first()
     grid["seeds"] = summary_rows.groupby(["task", "type"])["n_seeds"].first()
     return grid
+
+
+def evidence(scored: pd.DataFrame, task: str = "intrinsic", pair_type: int = 2) -> pd.DataFrame:
+    """The minimal pairs behind the headline (``task``, ``pair_type``; every pair when the run has none of them),
+    ranked by U(x) (1 = the least fair): both sentences, what the model picked for each, how sure it was
+    (perplexity over the options) and the desirabilities.
+
+    Examples:
+        >>> keys = {"task": "intrinsic", "seed": 0, "type": 2, "occupation_1": "nurse", "occupation_2": "pilot", "referent": "nurse"}
+        >>> scored = pd.DataFrame([{**keys, "pair_id": i, "stereotype": g, "sentence": f"{g} {i}", "pronoun": "she",
+        ...     "predicted": p, "desirability": d, "correct": p == "nurse", "picked_other": p != "nurse", "perplexity": 1.5}
+        ...     for i, g, p, d in [(1, "pro", "nurse", 0.8), (1, "anti", "pilot", -0.6), (2, "pro", "nurse", 0.5), (2, "anti", "nurse", 0.4)]])
+        >>> evidence(scored)[["rank", "pair_id", "predicted_pro", "predicted_anti", "U(x)"]].round(2).values.tolist()
+        [[1, 1, 'nurse', 'pilot', 0.3], [2, 2, 'nurse', 'nurse', 0.95]]
+    """
+    headline = scored[(scored["task"] == task) & (scored["type"] == pair_type)]
+    part = headline if len(headline) else scored
+    pairs = pair_table(part).rename(columns={"ucerf": "U(x)"})
+    picked = part.pivot_table(index=PAIR_KEYS, columns="stereotype", values="predicted", aggfunc="first")
+    pairs = pairs.join(picked.add_prefix("predicted_"), on=PAIR_KEYS)
+    pairs["rank"] = pairs["U(x)"].rank(method="first").astype(int)
+    shown = ["rank", "task", "seed", "type", "pair_id", "referent", "occupation_1", "occupation_2", "sentence_pro",
+             "predicted_pro", "perplexity_pro", "desirability_pro", "sentence_anti", "predicted_anti", "perplexity_anti",
+             "desirability_anti", "U(x)"]
+    return pairs[shown].sort_values("rank", ignore_index=True)
