@@ -363,3 +363,26 @@ def test_a_conversion_parses_each_gguf_file_once(tmp_path):
         reader = gguf.GGUFReader(path)
         assert gguf.GGUFReader(str(path)) is reader and reader.fields["tiny.answer"].contents() == 42
     assert gguf.GGUFReader is original and gguf.GGUFReader(path) is not gguf.GGUFReader(path)
+
+
+@pytest.mark.parametrize("load, threads", [(0.5, 2), (10.0, 1)])
+def test_a_busy_machine_computes_on_one_thread_and_restores_the_count(tiny_gpt2, monkeypatch, load, threads):
+    from fairnb.models import scoring
+    seen, plain = [], scoring.continuation_logprobs
+
+    def recording(*args):
+        seen.append(torch.get_num_threads())
+        return plain(*args)
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr("os.getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(scoring, "continuation_logprobs", recording)
+    monkeypatch.setattr(tiny_gpt2.cache, "enabled", False)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        tiny_gpt2.next_word_probs(PROMPTS, WORDS)
+        assert seen == [threads] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

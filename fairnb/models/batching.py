@@ -7,9 +7,11 @@ rows done / total, rate and ETA to stderr, where a ``fairnb run`` log picks them
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -75,6 +77,39 @@ def auto_batch_size(device: str, model, tokens_per_row: int = 64) -> int:
     layers = getattr(config, "num_hidden_layers", 24)
     bytes_per_row = tokens_per_row * hidden * layers * 2 * 8 + config.vocab_size * 4
     return int(max(16, min(1024, free * 0.5 // bytes_per_row)))
+
+
+def threads_under_load(default: int, cores: int, load: float) -> int:
+    """Torch CPU threads for a machine with ``cores`` cores at 1-minute load average ``load``.
+
+    torch's OpenMP regions wait for all their threads at the end of every operation; when
+    other processes keep the cores busy, each small operation of a decoding step waits for a
+    descheduled thread, and generation ran 12x slower on two threads than on one (two cores,
+    load average 10). Every core is used while the load leaves them free (this process's own
+    threads count as two of it), one thread once the other jobs take them.
+
+    Examples:
+        >>> threads_under_load(2, cores=2, load=2.3), threads_under_load(2, cores=2, load=3.6)
+        (2, 1)
+        >>> threads_under_load(8, cores=8, load=5.0), threads_under_load(8, cores=8, load=12.0)
+        (5, 1)
+    """
+    return max(1, min(default, cores + 2 - round(load)))
+
+
+@contextmanager
+def threads_for_load(device: str | torch.device) -> Iterator[None]:
+    """Run the block on :func:`threads_under_load` torch threads (CPU only; ``OMP_NUM_THREADS`` wins)."""
+    if str(device) != "cpu" or "OMP_NUM_THREADS" in os.environ or not hasattr(os, "getloadavg"):
+        yield
+        return
+    before = torch.get_num_threads()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    torch.set_num_threads(threads_under_load(before, cores, os.getloadavg()[0]))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def chunk_bounds(n_rows: int, chunk_rows: int) -> list[tuple[int, int]]:

@@ -18,7 +18,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from fairnb.models import generation, scoring
-from fairnb.models.batching import Progress, chunk_bounds
+from fairnb.models.batching import Progress, chunk_bounds, threads_for_load
 from fairnb.models.cache import DiskCache, cache_key
 from fairnb.models.names import BASE_MODELS, model_slug, split_variant
 
@@ -119,7 +119,8 @@ class LanguageModel:
 
             def run(start: int = start, stop: int = stop, computed: list[int] = computed) -> Any:
                 computed.append(1)
-                return compute(start, stop)
+                with threads_for_load(self.device):
+                    return compute(start, stop)
 
             parts.append(store(self._key(method, *inputs(start, stop)), run))
             progress.update(stop - start, cached=not computed)
