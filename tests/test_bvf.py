@@ -403,6 +403,35 @@ def test_template_source_comparison_keeps_coverage():
     assert out.loc["mined", "R"] == pytest.approx(expected["R"])
 
 
+def test_template_sources_reuse_the_main_scoring(tiny_gpt2):
+    """Issue 25: a source equal to the page's scored templates is read from that scoring, with the same numbers."""
+    gender = probes.load_attribute_words("gender")
+    groups = ["nurse", "chef"]
+    shipped = probes.load_templates("gender_templates").head(3)
+    shipped.attrs["source"] = "shipped"
+    appendix = probes.load_templates("gender_templates_appendix_a").head(2)
+    sources = [shipped, appendix]
+    main = bvf.attribute_probabilities(tiny_gpt2, groups, probes.keep_coverage(shipped, 0.9), gender,
+                                       words="single-token")
+    fresh = bvf.template_source_risks(tiny_gpt2, groups, sources, gender, coverage=0.9, words="single-token")
+    reused = bvf.template_source_risks(tiny_gpt2, groups, sources, gender, coverage=0.9, words="single-token",
+                                       scored=main)
+    pd.testing.assert_frame_equal(reused, fresh, rtol=1e-9)
+    # only the appendix is scored; other groups, words or templates than the main scoring's are scored afresh
+    words = {"male": ["he"], "female": ["she"]}
+    table = {probes.template_prompt(t, g, "causal"): {"he": 0.1 + 0.01 * i, "she": 0.2}
+             for source in sources for i, t in enumerate(source["template"]) for g in groups}
+    main = bvf.attribute_probabilities(RecordingLM(table), groups, probes.keep_coverage(shipped, 1.0), words)
+    for scored_groups, scored_words, n_prompts in [(groups, words, 4), (groups[::-1], words, 10),
+                                                   (groups, {"he": ["he"], "she": ["she"]}, 10)]:
+        lm = RecordingLM(table)
+        bvf.template_source_risks(lm, scored_groups, sources, scored_words, scored=main)
+        assert len(lm.prompts) == n_prompts
+    lm = RecordingLM(table)
+    bvf.template_source_risks(lm, groups, [appendix, shipped.head(2)], words, scored=main)
+    assert len(lm.prompts) == 8
+
+
 def test_check_settings_and_regressions():
     settings = bvf.CHAPTER.settings("quick")
     assert bvf.check_settings(dict(settings)) == settings

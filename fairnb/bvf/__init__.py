@@ -83,11 +83,13 @@ from fairnb.models.names import VARIANTS
 # paper's tables), "eq2" Eq. 2 as printed; ``words`` "single-token" is the official convention
 # (only words that are one token), "exact" scores every word with all its tokens; ``tolerance`` 0
 # skips no word; ``coverage`` 1 keeps every template; ``convention_occupations`` sizes the page's
-# comparison of the two word conventions on the gender topic (None: every occupation).
+# comparison of the two word conventions on the gender topic (None: every occupation); quick
+# compares on 5 (50 prompts: exact scoring costs ~8x the single-token pass, issue 25), enough to
+# show the words each keeps, their risks, their time and the largest |Δp|.
 PRESETS: dict[str, dict[str, Any]] = {
     "quick": {"limit": 60, "topics": list(TOPICS), "k": float("inf"), "criterion": "official",
               "words": "single-token", "tolerance": 0.0, "coverage": 1.0, "n_resamples": 1000,
-              "convention_occupations": 10},
+              "convention_occupations": 5},
     "paper": {"limit": None, "topics": list(TOPICS), "k": float("inf"), "criterion": "official",
               "words": "single-token", "tolerance": 0.0, "coverage": 1.0, "n_resamples": 1000,
               "convention_occupations": None},

@@ -247,21 +247,36 @@ def attribute_probabilities(lm: LanguageModel, groups: Sequence[str], templates:
     return topic_probabilities(lm, groups, {"topic": templates}, {"topic": categories}, tolerance, words)["topic"]
 
 
+def _scored_on(kept: pd.DataFrame, groups: Sequence[str], categories: Mapping[str, Sequence[str]],
+               scored: pd.DataFrame | None) -> bool:
+    """Whether ``scored`` holds exactly these groups and categories on the templates and weights of ``kept``."""
+    if scored is None or list(dict.fromkeys(scored["group"])) != list(groups) or set(scored["category"]) != set(
+            categories):
+        return False
+    pairs = scored.drop_duplicates("template")[["template", "weight"]].reset_index(drop=True)
+    return pairs.equals(kept[["template", "weight"]].astype({"weight": float}).reset_index(drop=True))
+
+
 def template_source_risks(lm: LanguageModel, groups: Sequence[str], sources: Sequence[pd.DataFrame],
                           categories: Mapping[str, Sequence[str]], coverage: float = 1.0, tolerance: float = 0.0,
-                          words: str = "exact", k: float = np.inf, criterion: str = "eq2") -> pd.DataFrame:
+                          words: str = "exact", k: float = np.inf, criterion: str = "eq2",
+                          scored: pd.DataFrame | None = None) -> pd.DataFrame:
     """R, R^b, R^v of the same groups and words under each template source (BVF Table 4).
 
     Each source keeps the most frequent templates holding ``coverage`` of its weight
     (:func:`fairnb.bvf.data.keep_coverage`), as the main scoring does, so a size bound holds
-    on this section too. One row per source (index: its name) with the templates kept, the
-    templates in the source, the dropped weight and ``R, R_b, R_v``.
+    on this section too. ``scored`` (optional) is :func:`attribute_probabilities` of these
+    groups, categories, tolerance and words on some templates, the page's main scoring: a
+    source whose kept templates and weights are exactly those is read from it, not scored
+    again. One row per source (index: its name) with the templates kept, the templates in the
+    source, the dropped weight and ``R, R_b, R_v``.
     """
     rows: dict[str, dict[str, object]] = {}
     for source in sources:
         kept = keep_coverage(source, coverage)
-        totals = risk_table(attribute_probabilities(lm, groups, kept, categories, tolerance, words),
-                            k=k, criterion=criterion)[1]
+        probs = scored if _scored_on(kept, groups, categories, scored) else attribute_probabilities(
+            lm, groups, kept, categories, tolerance, words)
+        totals = risk_table(probs, k=k, criterion=criterion)[1]
         rows[source.attrs.get("source", f"source {len(rows) + 1}")] = {
             "templates kept": len(kept), "templates in source": len(source),
             "dropped weight": kept.attrs["dropped_weight"], **totals}
