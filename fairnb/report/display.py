@@ -9,7 +9,7 @@ import platform
 from collections.abc import Mapping
 
 import pandas as pd
-from IPython.display import HTML
+from IPython.display import HTML, Markdown, display
 
 
 def run_card_table(**parameters) -> pd.DataFrame:
@@ -31,6 +31,12 @@ def run_card(**parameters) -> HTML:
     rows = "".join(f"<tr><td>{p}</td><td>{v}</td></tr>" for p, v in zip(table["parameter"], table["value"]))
     return HTML(f"<details class='run-card'><summary>Run card: how this page was computed</summary>"
                 f"<table>{rows}</table></details>")
+
+
+def show_markdown(text: str) -> None:
+    """Display ``text`` as Markdown, and nothing when it is empty (an empty Markdown output renders as its repr)."""
+    if text.strip():
+        display(Markdown(text))
 
 
 def plain(value):

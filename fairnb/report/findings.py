@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from fairnb.contract import Chapter, Headline
+from fairnb.formatting import number
 from fairnb.stats import paired_difference, paired_reading
 
 
@@ -111,6 +112,25 @@ def paired_differences(results: pd.DataFrame, chapters: list[Chapter], n_resampl
     return pd.DataFrame(rows, columns=columns)
 
 
+def paired_table(paired: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
+    """The paired differences as shown: the two models, their item means and B − A with its 95 % interval in one cell.
+
+    Examples:
+        >>> paired = pd.DataFrame({"chapter": ["demo"], "headline": ["risk R"], "preset": ["quick"], "A": ["a"],
+        ...     "B": ["b"], "items": [3], "A mean": [0.5], "B mean": [0.7], "difference": [0.2], "ci_low": [0.1234],
+        ...     "ci_high": [0.3], "reading": ["a fairer"]})
+        >>> paired_table(paired).iloc[0].astype(str).tolist()
+        ['demo', 'risk R', 'quick', 'a vs b', '3', '0.5', '0.7', '0.2 [0.123, 0.3]', 'a fairer']
+    """
+    return pd.DataFrame({
+        "chapter": paired["chapter"], "headline": paired["headline"], "preset": paired["preset"],
+        "models (A vs B)": paired["A"] + " vs " + paired["B"], "items": paired["items"],
+        "A mean": paired["A mean"].map(lambda v: number(v, digits)), "B mean": paired["B mean"].map(lambda v: number(v, digits)),
+        "B − A [95 % CI]": [f"{number(d, digits)} [{number(lo, digits)}, {number(hi, digits)}]"
+                            for d, lo, hi in zip(paired["difference"], paired["ci_low"], paired["ci_high"])],
+        "reading": paired["reading"]})
+
+
 def headline_findings(results: pd.DataFrame, chapters: list[Chapter]) -> pd.DataFrame:
     """Each declared headline across the models run, with a one-line reading generated from the numbers.
 
@@ -123,6 +143,8 @@ def headline_findings(results: pd.DataFrame, chapters: list[Chapter]) -> pd.Data
         ...                      "metric": "R", "item": "all", "value": [0.2, 0.5], "ci_low": [0.1, 0.4], "ci_high": [0.3, 0.6]})
         >>> headline_findings(rows, [ch])["reading"].item()
         'a is fairest (0.2 against 0.5 for b), clear of the others by its interval.'
+        >>> headline_findings(rows.assign(value=[0.0, 0.0]), [ch])["reading"].item()
+        'a and b tie as fairest (0).'
     """
     rows = []
     for chapter in chapters:
@@ -137,8 +159,13 @@ def headline_findings(results: pd.DataFrame, chapters: list[Chapter]) -> pd.Data
                 best = part.loc[gap.idxmin()]
                 others = part.drop(index=gap.idxmin())
                 values = {m: f"{v:.3g}" for m, v in zip(part["model"], part["value"])}
+                tied = others[np.isclose(gap[others.index], gap.min(), rtol=0, atol=1e-12)]
                 if others.empty:
                     reading = f"only {best['model']} was run ({best['value']:.3g})."
+                elif not tied.empty:
+                    rest = others.drop(index=tied.index)
+                    reading = (" and ".join([best["model"], *tied["model"]]) + f" tie as fairest ({values[best['model']]})"
+                               + ("".join(f", against {values[m]} for {m}" for m in rest["model"])) + ".")
                 else:
                     low, high = best.get("ci_low", np.nan), best.get("ci_high", np.nan)
                     clear = not (np.isnan(low) or np.isnan(high)) and not others["value"].between(low, high).any()
