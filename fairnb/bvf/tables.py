@@ -326,5 +326,7 @@ def evidence(table: pd.DataFrame, probs: pd.DataFrame) -> pd.DataFrame:
     ranked = table.rename(columns={"group": "occupation"}).assign(
         rank=table["r"].rank(ascending=False, method="first").astype(int))
     leading = ["occupation", "rank", "r", "r_b", "r_v"]
+    # r_v = r - r_b leaves float noise (1e-16) where an occupation never swings: show it as the 0 it is
+    ranked[leading[2:]] = ranked[leading[2:]].mask(ranked[leading[2:]].abs() < 1e-12, 0.0)
     columns = leading + [c for c in ranked.columns if c not in leading]
     return ranked[columns].join(ends, on="occupation").sort_values("rank", ignore_index=True)
