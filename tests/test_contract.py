@@ -38,3 +38,19 @@ def test_every_chapter_declares_presets_paper_settings_and_a_citation():
         override = next(iter(chapter.presets["quick"]))
         assert chapter.settings("quick", {override: None})[override] is None  # None is a value, not "not given"
         assert chapter.settings("quick", {override: NOT_GIVEN}) == dict(chapter.presets["quick"])
+
+
+def test_every_fairnb_module_a_page_imports_is_in_its_rerun_fingerprint():
+    """A page reruns when code it imports changes: each module a notebook imports is fingerprinted."""
+    import re
+
+    from fairnb.report.runner import NOTEBOOKS_DIR, SHARED_CODE
+
+    imported = set()
+    for notebook in NOTEBOOKS_DIR.glob("*.ipynb"):
+        text = notebook.read_text()
+        imported |= {m.replace(".", "/") for m in re.findall(r"from fairnb\.([a-z_.]+) import", text) if m != "report"}
+        imported |= {f"report/{m}" for m in re.findall(r"from fairnb\.report import ([a-z_]+)", text)}
+    covered = {name.removesuffix(".py") for name in SHARED_CODE} | {c.key for c in fairnb.chapters()}
+    missing = {m for m in imported if not any(m == c or m.startswith(c + "/") for c in covered)}
+    assert not missing, f"not in SHARED_CODE: {sorted(missing)}"
