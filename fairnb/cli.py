@@ -29,7 +29,7 @@ from fairnb.report import book, runner
 from fairnb.report.parameters import check_limit, check_name, check_timeout, parse_param
 
 RUN_DEFAULTS: dict[str, Any] = {"models": "default", "chapters": "all", "limit": None, "params": {}, "out": "book/runs", "results": None,
-                "executor": "local", "scheduler": None, "workers": 1, "force": False, "timeout": None,
+                "executor": "local", "scheduler": None, "workers": None, "force": False, "timeout": None,
                 "notebooks": str(runner.NOTEBOOKS_DIR)}
 
 
@@ -52,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--force", action="store_true", default=None, help="rerun pairs that already finished")
     run.add_argument("--executor", choices=runner.EXECUTORS, help="run pairs here or on Dask (default: local)")
     run.add_argument("--scheduler", help="address of an existing Dask scheduler (implies --executor dask)")
-    run.add_argument("--workers", type=int, help="worker processes of the Dask LocalCluster (default: 1)")
+    run.add_argument("--workers", type=int, help="pages at once, here or as Dask LocalCluster processes "
+                     "(default: one per core, up to 4; one on a GPU)")
     run.add_argument("--timeout", type=int, help="seconds a notebook cell may run (default: no limit)")
     run.add_argument("--notebooks", help="folder of the chapters' notebooks (default: the repo's notebooks/)")
 

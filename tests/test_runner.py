@@ -49,7 +49,7 @@ SCORES = [
 FRAGILE = [
     new_code_cell('model = "none"  # model name\nlimit = None  # unused\nfail_on = ""  # model name ending that fails\n'
                   'sleep_s = 0.0  # seconds to wait', metadata={"tags": ["parameters"]}),
-    new_code_cell("import time\ntime.sleep(sleep_s)\n"
+    new_code_cell("import os, time\nprint('threads', os.environ.get('OMP_NUM_THREADS'))\ntime.sleep(sleep_s)\n"
                   "if fail_on and model.endswith(fail_on):\n    raise RuntimeError(f'refusing to run on {fail_on}')"),
 ]
 FAKE_RUN = '''import dataclasses, sys
@@ -189,7 +189,7 @@ def test_failing_pair_keeps_its_notebook_and_others_finish(first_run, workspace)
                                             ["tiny-b", "01_scores", "done"], ["tiny-b", "02_fragile", "failed"]]
     failed = out / model_slug(workspace["models"][1]) / "02_fragile.failed.ipynb"
     assert summary[3][3].split(maxsplit=1)[1] == f"RuntimeError: refusing to run on tiny-b (cell [3]); see {failed}"
-    assert nbformat.read(failed, as_version=4).cells[-1].outputs[0]["ename"] == "RuntimeError"
+    assert nbformat.read(failed, as_version=4).cells[-1].outputs[-1]["ename"] == "RuntimeError"
     assert "3 done, 0 skipped, 1 failed" in first_run["printed"]
     assert list(outputs(out)) == ["tiny-a/01_scores.ipynb", "tiny-a/02_fragile.ipynb", "tiny-b/01_scores.ipynb"]
     assert not list(out.rglob("*.tmp"))
@@ -283,7 +283,8 @@ def test_stale_temporaries_are_cleaned(workspace, tmp_path):
 def test_killed_run_resumes_without_redoing_finished_pairs(workspace, tmp_path):
     out = tmp_path / "runs"
     command = [sys.executable, workspace["script"], "run", "--models", ",".join(workspace["models"]), "--chapters",
-               "2", "--param", "sleep_s=3", "--out", str(out), "--notebooks", str(workspace["notebooks"])]
+               "2", "--param", "sleep_s=3", "--out", str(out), "--notebooks", str(workspace["notebooks"]),
+               "--workers", "1"]
     first = out / model_slug(workspace["models"][0]) / "02_fragile.ipynb"
     with open(tmp_path / "log.txt", "w") as log:
         process = subprocess.Popen(command, cwd=runner.REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,
@@ -422,3 +423,53 @@ def test_progress_of_a_heavy_step_reaches_the_run_log_and_leaves_the_page(tmp_pa
     stderr = [o.text for c in nbformat.read(page, as_version=4).cells if c.cell_type == "code"
               for o in c.outputs if o.get("name") == "stderr"]
     assert stderr == ["a real warning\n"]
+
+
+def _page_run(out: Path, model: str) -> tuple[pd.Timestamp, pd.Timestamp, str]:
+    """When a 02_fragile page ran (papermill's start and end) and the torch threads its kernel was given."""
+    page = nbformat.read(out / model_slug(model) / "02_fragile.ipynb", as_version=4)
+    printed = next(o.text for c in page.cells if c.cell_type == "code" for o in c.outputs if o.get("name") == "stdout")
+    meta = page.metadata.papermill
+    return pd.Timestamp(meta.start_time), pd.Timestamp(meta.end_time), printed.split()[1]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_pages_run_at_once_each_on_its_share_of_the_cores(workspace, tmp_path, monkeypatch, workers):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(runner, "_cores", lambda: 2)
+    pairs = runner.plan_pairs(workspace["models"], [2], runner.available_pages(workspace["notebooks"]), tmp_path)
+    summary = runner.run_pairs(pairs, {"sleep_s": 4}, workers=workers)
+    assert summary["status"].tolist() == ["done", "done"]
+    (start_a, end_a, threads_a), (start_b, end_b, threads_b) = (_page_run(tmp_path, m) for m in workspace["models"])
+    overlap = min(end_a, end_b) > max(start_a, start_b)
+    assert overlap == (workers == 2)
+    assert [threads_a, threads_b] == (["1", "1"] if workers == 2 else ["None", "None"])
+    assert "OMP_NUM_THREADS" not in os.environ  # the runner's own setting ends with the run
+
+
+def test_longest_pages_start_first(workspace, tmp_path):
+    pages = runner.available_pages(workspace["notebooks"])
+    pairs = runner.plan_pairs(workspace["models"], [1, 2], pages, tmp_path)
+    order = [(runner.model_label(p.model), p.number) for p in runner.longest_first(pairs)]
+    assert order == [("tiny-a", 2), ("tiny-b", 2), ("tiny-a", 1), ("tiny-b", 1)]  # no records: later chapters first
+    for pair, seconds in zip(pairs, [30.0, 5.0, 60.0, 1.0]):
+        pair.output.parent.mkdir(parents=True, exist_ok=True)
+        runner.record_path(pair.output).write_text(json.dumps({"parameters": {}, "seconds": seconds}))
+    order = [(runner.model_label(p.model), p.number) for p in runner.longest_first(pairs)]
+    assert order == [("tiny-b", 1), ("tiny-a", 1), ("tiny-a", 2), ("tiny-b", 2)]
+
+
+def test_each_model_is_prepared_once_base_before_variant(monkeypatch):
+    prepared: list[str] = []
+    monkeypatch.setattr(runner, "prepare_model", prepared.append)
+    assert runner.prepare_models(["m+stereotyped", "m", "m+counterfactual"], slots=2) == {}
+    assert prepared == ["m", "m+stereotyped", "m+counterfactual"]
+
+
+def test_a_model_that_cannot_be_prepared_fails_its_pages_before_any_kernel(workspace, tmp_path):
+    variant = workspace["models"][0] + "+stereotyped"  # its base folder has no model config to fine-tune
+    pairs = runner.plan_pairs([variant], [2], runner.available_pages(workspace["notebooks"]), tmp_path)
+    summary = runner.run_pairs(pairs)
+    assert summary["status"].tolist() == ["failed"]
+    assert summary["reason"][0].startswith("the model could not be prepared: ")
+    assert not list(tmp_path.rglob("*.ipynb"))
