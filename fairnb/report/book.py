@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import yaml
@@ -40,6 +41,13 @@ def execute_comparison(runs: str | Path, results: str | Path | None = None, sour
     return execute_notebook(source, Path(runs) / Path(source).name, {"results_dir": str(results)}, cwd=REPO_ROOT,
                             timeout=timeout)
 
+
+def _execute_or_error(runs: str | Path, results: str | Path | None, source: Path, timeout: int | None) -> Exception | None:
+    try:
+        execute_comparison(runs, results, source, timeout=timeout)
+    except Exception as error:
+        return error
+    return None
 
 def page_model(page: Path) -> str:
     """The short model name of an executed page: from its run record, else its folder."""
@@ -183,12 +191,13 @@ def build_book(runs: str | Path, book_root: str | Path = REPO_ROOT, results: str
     book_root = Path(book_root).resolve()
     for problem in load_results(results or results_folder(runs))[1]:
         print(f"fairnb book: {problem}", file=sys.stderr)
+    sources = (COMPARISON_NOTEBOOK, REPRODUCTION_NOTEBOOK)
+    with ThreadPoolExecutor(max_workers=len(sources)) as pool:  # two kernels at once: most of each is imports
+        errors = list(pool.map(lambda source: _execute_or_error(runs, results, source, timeout), sources))
     failed = 0
-    for source in (COMPARISON_NOTEBOOK, REPRODUCTION_NOTEBOOK):
-        page = Path(runs) / source.name
-        try:
-            execute_comparison(runs, results, source, timeout=timeout)
-        except Exception as error:  # the chapter pages still make a book
+    for source, error in zip(sources, errors):
+        if error is not None:  # the chapter pages still make a book
+            page = Path(runs) / source.name
             page.unlink(missing_ok=True)
             print(f"fairnb book: the {source.stem} page failed ({failure_reason(error)}); the book is built without it "
                   f"(the failed page: {failed_path(page)}).", file=sys.stderr)
