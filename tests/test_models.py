@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -364,6 +365,31 @@ def test_a_conversion_parses_each_gguf_file_once(tmp_path):
         assert gguf.GGUFReader(str(path)) is reader and reader.fields["tiny.answer"].contents() == 42
     assert gguf.GGUFReader is original and gguf.GGUFReader(path) is not gguf.GGUFReader(path)
 
+
+
+def test_a_conversion_turns_gguf_metadata_into_values_once(tmp_path, monkeypatch):
+    import transformers.configuration_utils as configuration
+    import transformers.modeling_gguf_pytorch_utils as gguf_utils
+    import transformers.tokenization_utils_fast as tokenization_fast
+
+    from fairnb.models.gguf import one_parse_per_file
+
+    calls = []
+
+    def parse(path, return_tensors=False, model_to_load=None):
+        calls.append((Path(path).name, return_tensors))
+        return {"config": {"vocab": ["a", "b"]}, "tensors": {"w": 1} if return_tensors else {}}
+
+    monkeypatch.setattr(gguf_utils, "load_gguf_checkpoint", parse)
+    before = configuration.load_gguf_checkpoint
+    with one_parse_per_file():
+        first = configuration.load_gguf_checkpoint(str(tmp_path / "m.gguf"), return_tensors=False)
+        first["config"]["vocab"].append("changed by its caller")
+        again = tokenization_fast.load_gguf_checkpoint(tmp_path / "m.gguf")
+        weights = gguf_utils.load_gguf_checkpoint(tmp_path / "m.gguf", return_tensors=True)
+    assert again == {"config": {"vocab": ["a", "b"]}, "tensors": {}} and weights["tensors"] == {"w": 1}
+    assert calls == [("m.gguf", False), ("m.gguf", True)]
+    assert configuration.load_gguf_checkpoint is before
 
 @pytest.mark.parametrize("load, threads", [(0.5, 2), (10.0, 1)])
 def test_a_busy_machine_computes_on_one_thread_and_restores_the_count(tiny_gpt2, monkeypatch, load, threads):

@@ -42,7 +42,7 @@ from transformers import (
 from fairnb.models import tuning
 from fairnb.models.batching import auto_batch_size
 from fairnb.models.cache import DiskCache, atomic_folder, cache_dir, cache_key, file_sha256
-from fairnb.models.gguf import one_reader_per_file
+from fairnb.models.gguf import one_parse_per_file
 from fairnb.models.language_model import LanguageModel
 from fairnb.models.names import EMBEDDED_MODELS, check_model_name, split_variant
 from fairnb.models.protocol import LanguageModelProtocol
@@ -84,7 +84,7 @@ def _sentencepiece_bpe(tokenizer: PreTrainedTokenizerBase) -> None:
 def _dequantise(gguf: Path, staging: Path) -> None:
     """Write ``gguf`` as fp32 safetensors plus its tokenizer into ``staging``."""
     try:
-        with one_reader_per_file():
+        with one_parse_per_file():
             tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
             model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     except Exception as err:  # noqa: BLE001 - a damaged file becomes one sentence with its path

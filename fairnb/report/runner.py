@@ -513,21 +513,37 @@ def prepare_model(model: str) -> None:
     resolve(model)
 
 
-def prepare_models(models: Sequence[str], slots: int) -> dict[str, str]:
-    """Make every model ready before its pages start (:func:`prepare_model`, one process per base model,
-    ``slots`` at once, a base before its variants); returns model -> why it failed, for those that did."""
-    local = [model for model in models if not is_served(model)]
+@contextmanager
+def preparing(models: Sequence[str], slots: int) -> Iterator[Callable[[str], str | None]]:
+    """Start making every model ready (:func:`prepare_model`: one job per base model, a base before its
+    variants, ``slots`` base models at once, each in its own process when there are several); yields
+    ``wait(model)``, which returns once the model is ready: None, or why it could not be prepared."""
     by_base: dict[str, list[str]] = {}
-    for model in local:
-        by_base.setdefault(split_variant(model)[0], []).append(model)
+    for model in models:
+        if not is_served(model):
+            by_base.setdefault(split_variant(model)[0], []).append(model)
     groups = [sorted(group, key=lambda m: m != base) for base, group in by_base.items()]
-    if len(groups) == 1 or slots == 1:
-        return {model: why for group in groups for model, why in _prepare_group(group).items()}
-    failed: dict[str, str] = {}
-    with ProcessPoolExecutor(max_workers=min(slots, len(by_base)), mp_context=get_context("spawn")) as pool:
-        for future in as_completed([pool.submit(_prepare_group, group) for group in groups]):
-            failed.update(future.result())
-    return failed
+    several = len(groups) > 1 and slots > 1
+    pool = (ProcessPoolExecutor(max_workers=min(slots, len(groups)), mp_context=get_context("spawn")) if several
+            else ThreadPoolExecutor(max_workers=1, thread_name_prefix="fairnb-prepare"))
+    with pool:
+        jobs = {model: job for group in groups for job in [pool.submit(_prepare_group, group)] for model in group}
+
+        def wait(model: str) -> str | None:
+            if model not in jobs:
+                return None
+            try:
+                return jobs[model].result().get(model)
+            except Exception as error:  # the preparing process itself died
+                return failure_reason(error)
+
+        yield wait
+
+
+def prepare_models(models: Sequence[str], slots: int) -> dict[str, str]:
+    """Make every model ready now (:func:`preparing`); model -> why it failed, for those that did."""
+    with preparing(models, slots) as wait:
+        return {model: why for model in models if (why := wait(model))}
 
 
 def _prepare_group(models: list[str]) -> dict[str, str]:
@@ -590,13 +606,6 @@ def run_pairs(pairs: Sequence[Pair], parameters: dict | None = None, *, cwd: str
     arguments: dict[str, Any] = dict(cwd=cwd, timeout=timeout, results=results)
     jobs = [(index, pair, why, shares[pair.source]) for index, pair, why in pending]
     slots = page_slots(workers, max(len(jobs), 1))
-    if jobs and not scheduler:
-        unprepared = prepare_models(list(dict.fromkeys(pair.model for _, pair, _, _ in jobs)), slots)
-        for index, pair, _, _ in jobs:
-            if pair.model in unprepared:
-                outcome[index] = PairResult(model_label(pair.model), pair.chapter, "failed", 0.0,
-                                            f"the model could not be prepared: {unprepared[pair.model]}")
-        jobs = [job for job in jobs if job[0] not in outcome]
     with threads_per_kernel(1 if scheduler else slots):
         outcome.update(_run_here(jobs, arguments, slots) if executor == "local"
                        else _run_on_dask(jobs, arguments, scheduler, slots))
@@ -605,8 +614,13 @@ def run_pairs(pairs: Sequence[Pair], parameters: dict | None = None, *, cwd: str
     return frame.assign(seconds=frame["seconds"].round(1))
 
 
+def unprepared_result(pair: Pair, why: str) -> PairResult:
+    return PairResult(model_label(pair.model), pair.chapter, "failed", 0.0, f"the model could not be prepared: {why}")
+
+
 def _run_here(jobs: list, arguments: dict, slots: int) -> dict[int, PairResult]:
-    """Run the pairs in this process, ``slots`` kernels at a time, longest first (:func:`longest_first`)."""
+    """Run the pairs in this process, ``slots`` kernels at a time, longest first (:func:`longest_first`); a page
+    starts once its model is ready (:func:`preparing`), so one model's pages run while another converts."""
     by_pair = {job[1]: job for job in jobs}
     progress = tqdm(total=len(jobs), desc="notebooks", unit="pair")
     running: dict[str, str] = {}  # page -> its latest progress line
@@ -623,6 +637,11 @@ def _run_here(jobs: list, arguments: dict, slots: int) -> dict[int, PairResult]:
     def run(job: tuple) -> tuple[int, PairResult]:
         index, pair, why, share = job
         page = f"{model_label(pair.model)} × {pair.chapter}"
+        show(page, "preparing the model")
+        unprepared = ready(pair.model)
+        if unprepared:
+            show(page, None)
+            return index, unprepared_result(pair, unprepared)
         show(page, "")
         try:
             return index, run_pair(pair, share, **arguments, why=why, on_progress=lambda line: show(page, line))
@@ -630,7 +649,8 @@ def _run_here(jobs: list, arguments: dict, slots: int) -> dict[int, PairResult]:
             show(page, None)
 
     outcome = {}
-    with ThreadPoolExecutor(max_workers=slots, thread_name_prefix="fairnb-page") as pool:
+    with preparing(list(dict.fromkeys(pair.model for pair in by_pair)), slots) as ready, \
+            ThreadPoolExecutor(max_workers=slots, thread_name_prefix="fairnb-page") as pool:
         for future in as_completed([pool.submit(run, by_pair[pair]) for pair in longest_first(list(by_pair))]):
             index, result = future.result()
             outcome[index] = result
@@ -645,13 +665,18 @@ def _run_on_dask(pending: list, arguments: dict, scheduler: str | None, workers:
     Workers of an existing cluster need this package and the notebook, output and results
     paths (a shared file system).
     """
+    outcome: dict[int, PairResult] = {}
+    if pending and not scheduler:  # the workers share this machine's cache
+        unprepared = prepare_models(list(dict.fromkeys(pair.model for _, pair, _, _ in pending)), workers)
+        outcome = {index: unprepared_result(pair, unprepared[pair.model]) for index, pair, _, _ in pending
+                   if pair.model in unprepared}
+        pending = [job for job in pending if job[0] not in outcome]
     if not pending:
-        return {}
+        return outcome
     from dask.distributed import Client, LocalCluster, as_completed
 
     cluster = nullcontext(scheduler) if scheduler else LocalCluster(n_workers=workers, threads_per_worker=1,
                                                                     dashboard_address=None)
-    outcome = {}
     with cluster as address, Client(address) as client:
         futures = {client.submit(run_pair, pair, share, **arguments, why=why, pure=False,
                                  key=f"fairnb-{model_slug(pair.model)}-{pair.chapter}-{index}"): (index, pair)
