@@ -75,6 +75,29 @@ def test_continuation_logprobs_per_prompt_lists(tiny_gpt2):
     np.testing.assert_allclose(scores, expected, atol=1e-5)
 
 
+def test_shared_prompt_prefixes_are_computed_once_and_score_as_alone(tiny_gpt2, monkeypatch):
+    # a minimal pair and an instruction shared by every prompt (as in chapter 3), a repeated prompt and a
+    # prompt that is the start of another: each shared run is one pass, and every score equals the plain one
+    head = "Choose the right option for the question using the context below. "
+    pair = [head + f"The cook thanked the nurse because {p} was kind. The pronoun {p} refers to" for p in ("he", "she")]
+    prompts = [*pair, pair[0], head + "The cook", head + "The cook thanked the nurse"]
+    options = [[" nurse", " zebrafish"], [" cook", " nurse"], [" zebrafish", " cook"], [" is", " was"], [" and", " zebrafish"]]
+    forward, positions = tiny_gpt2.model.forward, []
+
+    def counted(*args, **kwargs):
+        if kwargs.get("logits_to_keep") == 1:  # the prompt passes, not the continuation tails
+            positions.append(kwargs["input_ids"].numel())
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(tiny_gpt2.model, "forward", counted)
+    scores = tiny_gpt2.continuation_logprobs(prompts, options)
+    expected = [[hand_logprob(tiny_gpt2, p, c) for c in row] for p, row in zip(prompts, options)]
+    np.testing.assert_allclose(scores, expected, atol=1e-5)
+    unique = {tuple(tiny_gpt2.tokenizer(p).input_ids) for p in prompts}
+    trie = {seq[:n] for seq in unique for n in range(1, len(seq) + 1)}
+    assert len(trie) <= sum(positions) < sum(len(seq) for seq in unique)
+
+
 def test_greedy_generation_same_alone_and_in_padded_batch(tiny_gpt2):
     batched = tiny_gpt2.generate(PROMPTS, max_new_tokens=8)
     alone = [tiny_gpt2.generate([p], max_new_tokens=8)[0] for p in PROMPTS]
@@ -327,7 +350,8 @@ def test_killed_scoring_run_resumes_with_the_missing_chunks_only(tiny_gpt2_path,
     assert len(list(lm.cache.root.rglob("*.npy"))) == 2
     calls.clear()
     kill_after = None
-    np.testing.assert_allclose(lm.next_word_probs(prompts, ["she", "he"]), expected, rtol=1e-6)
+    # chunks of 4 share fewer prompt prefixes than one run: float32 rounding differs a little
+    np.testing.assert_allclose(lm.next_word_probs(prompts, ["she", "he"]), expected, rtol=1e-5)
     assert len(calls) == 1
 
 
