@@ -515,6 +515,9 @@ def test_score_seeds_shares_the_intrinsic_scores_and_reorders_mcq(tiny_gpt2):
     whole = run.score_seeds(tiny_gpt2, pairs.iloc[:4], [0, 3], limit=None, tasks=["mcq"])
     orders = whole.groupby("seed")["options"].apply(lambda o: [tuple(x) for x in o])
     assert orders[0] != orders[3]
+    for s in (0, 3):  # all seeds in one call score as each seed alone
+        alone = run.score_coref(tiny_gpt2, pairs.iloc[:4], "mcq", seed=s)
+        np.testing.assert_allclose(np.stack(whole[whole["seed"] == s]["probs"]), np.stack(alone["probs"]), atol=1e-6)
     for bad in ([], 3, [0, 0], [0.5], "01"):
         with pytest.raises(ValueError, match="seeds must be"):
             run.score_seeds(tiny_gpt2, pairs, bad, limit=2)
