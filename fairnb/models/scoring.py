@@ -3,8 +3,9 @@
 Causal LMs (:func:`continuation_logprobs`): prompts are cut into a tree of token runs
 (:func:`prefix_tree`): a run that several prompts share (the instruction every MCQ prompt starts
 with, the sentence both pronouns of a minimal pair continue) is computed once, and the runs
-after it start from its KV cache. Runs are batched by length and left-padded (a batch after
-a shared run holds padding between the run and its own tokens, masked out). Each pass keeps
+after it start from its KV cache. Runs are batched by decreasing length, a batch padding at
+most a fifth of its longest run (:func:`similar_length_batches`), and left-padded (a batch
+after a shared run holds padding between the run and its own tokens, masked out). Each pass keeps
 the last position's logits only (``logits_to_keep=1``). Single-token candidates are read off
 those logits; multi-token candidates run one extra pass over just their continuation tokens,
 on a copy of the prompts' KV cache (the prompt is never recomputed).
@@ -32,7 +33,8 @@ if TYPE_CHECKING:
 
 ANCHOR = "The"
 MASK_MARKERS = ("[MASK]", "<mask>")  # where a masked-LM prompt takes the word
-MIN_SHARED = 4  # shortest run of prompt tokens that gets a pass of its own when several prompts share it
+MIN_SHARED = 3  # shortest run of prompt tokens that gets a pass of its own when several prompts share it
+MAX_PADDING = 0.2  # most padding a batch of runs may add, as a share of its longest run
 
 
 def check_words(words: Sequence[str]) -> None:
@@ -146,9 +148,7 @@ def _score_nodes(lm: LanguageModel, nodes: list[PrefixNode], cands: list[list[li
                  parents: list[int] | None = None, past=None, past_mask: torch.Tensor | None = None) -> None:
     """Run ``nodes`` in batches of similar length after their parents' rows of ``past``; score the
     prompts ending in them into ``out``, then run their children on the batch's KV cache."""
-    order = sorted(range(len(nodes)), key=lambda k: -len(nodes[k].tokens))
-    for start in range(0, len(order), lm.batch_size):
-        batch = order[start:start + lm.batch_size]
+    for batch in similar_length_batches([len(n.tokens) for n in nodes], lm.batch_size):
         ids, mask = left_pad([nodes[k].tokens for k in batch], lm.tokenizer.pad_token_id)
         ids, mask = ids.to(lm.device), mask.to(lm.device)
         cache = None
@@ -172,6 +172,23 @@ def _score_nodes(lm: LanguageModel, nodes: list[PrefixNode], cands: list[list[li
         if children:
             _score_nodes(lm, [c for c, _ in children], cands, out, [p for _, p in children],
                          output.past_key_values, mask)
+
+
+def similar_length_batches(lengths: Sequence[int], batch_size: int, padding: float = MAX_PADDING) -> list[list[int]]:
+    """Indices by decreasing length, cut into batches of at most ``batch_size`` whose shortest row
+    is at least ``1 - padding`` of their longest (a pass computes few padded positions).
+
+    Examples:
+        >>> similar_length_batches([3, 10, 9, 5, 4], batch_size=2, padding=0.2)
+        [[1, 2], [3, 4], [0]]
+    """
+    batches: list[list[int]] = []
+    for k in sorted(range(len(lengths)), key=lambda k: -lengths[k]):
+        if batches and len(batches[-1]) < batch_size and lengths[k] >= (1 - padding) * lengths[batches[-1][0]]:
+            batches[-1].append(k)
+        else:
+            batches.append([k])
+    return batches
 
 
 def _cache_rows(cache, rows: torch.Tensor):
