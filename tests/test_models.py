@@ -50,18 +50,21 @@ def test_small_batches_equal_large(tiny_gpt2, monkeypatch):
 
 def test_continuation_passes_compute_no_padding(tiny_gpt2, monkeypatch):
     # the continuation inputs of WORDS (none a prefix of another) come in several lengths: each extra pass
-    # must hold rows of one length, so it computes exactly their positions
-    forward, passes = tiny_gpt2.model.forward, []
+    # after a batch of prompts must hold rows of one length, so it computes exactly their positions
+    forward, passes, prompt_passes = tiny_gpt2.model.forward, [], []
 
     def spied(*args, **kwargs):
-        if kwargs.get("past_key_values") is not None:
+        if kwargs.get("logits_to_keep") == 1:
+            prompt_passes.append(1)
+        elif kwargs.get("past_key_values") is not None:
             passes.append((kwargs["input_ids"].shape, kwargs["attention_mask"][:, -kwargs["input_ids"].shape[1]:]))
         return forward(*args, **kwargs)
 
     monkeypatch.setattr(tiny_gpt2.model, "forward", spied)
     probs = tiny_gpt2.next_word_probs(PROMPTS, WORDS)
     inputs = {tuple(tiny_gpt2.word_token_ids(w)[:-1]) for w in WORDS if len(tiny_gpt2.word_token_ids(w)) > 1}
-    assert len({len(seq) for seq in inputs}) > 1 and len(passes) == len({len(seq) for seq in inputs})
+    assert len({len(seq) for seq in inputs}) > 1
+    assert len(passes) == len(prompt_passes) * len({len(seq) for seq in inputs})
     assert all(bool(new_mask.all()) for _, new_mask in passes)
     assert sum(shape[0] * shape[1] for shape, _ in passes) == len(PROMPTS) * sum(len(seq) for seq in inputs)
     expected = np.exp([[hand_logprob(tiny_gpt2, p, " " + w) for w in WORDS] for p in PROMPTS])
@@ -328,23 +331,24 @@ def test_chunked_generation_runs_the_batches_of_one_unchunked_run(tiny_gpt2_path
     assert len(batches[4][0]) == 3 and batches[4] == batches[10**9]        # the same padded batches, the same texts
 
 
-def test_killed_scoring_run_resumes_with_the_missing_chunks_only(tiny_gpt2_path, tmp_path):
+def test_killed_scoring_run_resumes_with_the_missing_chunks_only(tiny_gpt2_path, tmp_path, monkeypatch):
+    from fairnb.models import scoring
     from fairnb.models.cache import DiskCache
 
     prompts = [f"{p} {i}" for i in range(3) for p in PROMPTS]          # 12 prompts: 3 chunks of 4
     lm = load_model(str(tiny_gpt2_path), device="cpu")
     lm.cache, lm.chunk_rows, lm.batch_size = DiskCache(tmp_path / "outputs"), 4, 4
     expected = load_model(str(tiny_gpt2_path), device="cpu", use_cache=False).next_word_probs(prompts, ["she", "he"])
-    forward, calls = lm.model.forward, []
+    chunk_scoring, calls = scoring.continuation_logprobs, []
 
     def counted(*args, **kwargs):
         calls.append(1)
         if kill_after is not None and len(calls) > kill_after:
             raise KeyboardInterrupt("killed")
-        return forward(*args, **kwargs)
+        return chunk_scoring(*args, **kwargs)
 
-    lm.model.forward = counted
-    kill_after = 2                                                     # single-token words: one pass per chunk
+    monkeypatch.setattr(scoring, "continuation_logprobs", counted)
+    kill_after = 2                                                     # killed while scoring the third chunk
     with pytest.raises(KeyboardInterrupt):
         lm.next_word_probs(prompts, ["she", "he"])
     assert len(list(lm.cache.root.rglob("*.npy"))) == 2
