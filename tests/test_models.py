@@ -51,18 +51,21 @@ def test_small_batches_equal_large(tiny_gpt2, monkeypatch):
 
 def test_continuation_passes_compute_no_padding(tiny_gpt2, monkeypatch):
     # the continuation inputs of WORDS (none a prefix of another) come in several lengths: each extra pass
-    # must hold rows of one length, so it computes exactly their positions
-    forward, passes = tiny_gpt2.model.forward, []
+    # after a batch of prompts must hold rows of one length, so it computes exactly their positions
+    forward, passes, prompt_passes = tiny_gpt2.model.forward, [], []
 
     def spied(*args, **kwargs):
-        if kwargs.get("past_key_values") is not None:
+        if kwargs.get("logits_to_keep") == 1:
+            prompt_passes.append(1)
+        elif kwargs.get("past_key_values") is not None:
             passes.append((kwargs["input_ids"].shape, kwargs["attention_mask"][:, -kwargs["input_ids"].shape[1]:]))
         return forward(*args, **kwargs)
 
     monkeypatch.setattr(tiny_gpt2.model, "forward", spied)
     probs = tiny_gpt2.next_word_probs(PROMPTS, WORDS)
     inputs = {tuple(tiny_gpt2.word_token_ids(w)[:-1]) for w in WORDS if len(tiny_gpt2.word_token_ids(w)) > 1}
-    assert len({len(seq) for seq in inputs}) > 1 and len(passes) == len({len(seq) for seq in inputs})
+    assert len({len(seq) for seq in inputs}) > 1
+    assert len(passes) == len(prompt_passes) * len({len(seq) for seq in inputs})
     assert all(bool(new_mask.all()) for _, new_mask in passes)
     assert sum(shape[0] * shape[1] for shape, _ in passes) == len(PROMPTS) * sum(len(seq) for seq in inputs)
     expected = np.exp([[hand_logprob(tiny_gpt2, p, " " + w) for w in WORDS] for p in PROMPTS])
@@ -74,6 +77,29 @@ def test_continuation_logprobs_per_prompt_lists(tiny_gpt2):
     scores = tiny_gpt2.continuation_logprobs(PROMPTS, options)
     expected = [[hand_logprob(tiny_gpt2, p, c) for c in row] for p, row in zip(PROMPTS, options)]
     np.testing.assert_allclose(scores, expected, atol=1e-5)
+
+
+def test_shared_prompt_prefixes_are_computed_once_and_score_as_alone(tiny_gpt2, monkeypatch):
+    # a minimal pair and an instruction shared by every prompt (as in chapter 3), a repeated prompt and a
+    # prompt that is the start of another: each shared run is one pass, and every score equals the plain one
+    head = "Choose the right option for the question using the context below. "
+    pair = [head + f"The cook thanked the nurse because {p} was kind. The pronoun {p} refers to" for p in ("he", "she")]
+    prompts = [*pair, pair[0], head + "The cook", head + "The cook thanked the nurse"]
+    options = [[" nurse", " zebrafish"], [" cook", " nurse"], [" zebrafish", " cook"], [" is", " was"], [" and", " zebrafish"]]
+    forward, positions = tiny_gpt2.model.forward, []
+
+    def counted(*args, **kwargs):
+        if kwargs.get("logits_to_keep") == 1:  # the prompt passes, not the continuation tails
+            positions.append(kwargs["input_ids"].numel())
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(tiny_gpt2.model, "forward", counted)
+    scores = tiny_gpt2.continuation_logprobs(prompts, options)
+    expected = [[hand_logprob(tiny_gpt2, p, c) for c in row] for p, row in zip(prompts, options)]
+    np.testing.assert_allclose(scores, expected, atol=1e-5)
+    unique = {tuple(tiny_gpt2.tokenizer(p).input_ids) for p in prompts}
+    trie = {seq[:n] for seq in unique for n in range(1, len(seq) + 1)}
+    assert len(trie) <= sum(positions) < sum(len(seq) for seq in unique)
 
 
 def test_greedy_generation_same_alone_and_in_padded_batch(tiny_gpt2):
@@ -306,29 +332,31 @@ def test_chunked_generation_runs_the_batches_of_one_unchunked_run(tiny_gpt2_path
     assert len(batches[4][0]) == 3 and batches[4] == batches[10**9]        # the same padded batches, the same texts
 
 
-def test_killed_scoring_run_resumes_with_the_missing_chunks_only(tiny_gpt2_path, tmp_path):
+def test_killed_scoring_run_resumes_with_the_missing_chunks_only(tiny_gpt2_path, tmp_path, monkeypatch):
+    from fairnb.models import scoring
     from fairnb.models.cache import DiskCache
 
     prompts = [f"{p} {i}" for i in range(3) for p in PROMPTS]          # 12 prompts: 3 chunks of 4
     lm = load_model(str(tiny_gpt2_path), device="cpu")
     lm.cache, lm.chunk_rows, lm.batch_size = DiskCache(tmp_path / "outputs"), 4, 4
     expected = load_model(str(tiny_gpt2_path), device="cpu", use_cache=False).next_word_probs(prompts, ["she", "he"])
-    forward, calls = lm.model.forward, []
+    chunk_scoring, calls = scoring.continuation_logprobs, []
 
     def counted(*args, **kwargs):
         calls.append(1)
         if kill_after is not None and len(calls) > kill_after:
             raise KeyboardInterrupt("killed")
-        return forward(*args, **kwargs)
+        return chunk_scoring(*args, **kwargs)
 
-    lm.model.forward = counted
-    kill_after = 2                                                     # single-token words: one pass per chunk
+    monkeypatch.setattr(scoring, "continuation_logprobs", counted)
+    kill_after = 2                                                     # killed while scoring the third chunk
     with pytest.raises(KeyboardInterrupt):
         lm.next_word_probs(prompts, ["she", "he"])
     assert len(list(lm.cache.root.rglob("*.npy"))) == 2
     calls.clear()
     kill_after = None
-    np.testing.assert_allclose(lm.next_word_probs(prompts, ["she", "he"]), expected, rtol=1e-6)
+    # chunks of 4 share fewer prompt prefixes than one run: float32 rounding differs a little
+    np.testing.assert_allclose(lm.next_word_probs(prompts, ["she", "he"]), expected, rtol=1e-5)
     assert len(calls) == 1
 
 

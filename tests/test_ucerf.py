@@ -151,6 +151,31 @@ def test_seed_mean_bootstrap_with_one_seed_is_the_plain_bootstrap():
     assert tuple(table.loc["ucerf", ["value", "ci_low", "ci_high"]]) == pytest.approx(expected)
 
 
+def test_seed_mean_bootstrap_equals_a_loop_over_resampled_pairs():
+    from fairnb.stats import bootstrap
+
+    rng = np.random.default_rng(1)
+    rows = []
+    for s, ids in ((0, range(0, 30)), (1, range(18, 45))):  # two seeds drawing overlapping pairs
+        for i in ids:
+            right, other = rng.random(2) < 0.7, rng.random(2) < 0.5
+            rows.append({"seed": s, "pair_id": f"p{i}", **{f"{v}_{g}": x for g, k in (("pro", 0), ("anti", 1)) for v, x in
+                         (("desirability", rng.uniform(0, 1) * (1 if right[k] else -1)), ("correct", right[k]),
+                          ("picked_other", not right[k] and other[k]), ("perplexity", rng.uniform(1, 2)))}})
+    pairs = pd.DataFrame(rows)
+    ids = pairs["pair_id"].unique()
+    seeds = [part.set_index("pair_id") for _, part in pairs.groupby("seed")]
+
+    def looped(idx):  # each seed's metrics on the drawn pairs it scored, with repeats; the mean over seeds
+        drawn = [part.loc[[p for p in ids[idx] if p in part.index]] for part in seeds]
+        values = pd.DataFrame([ucerf.pair_metrics(d) for d in drawn if len(d)])
+        return values.mean().to_dict()
+
+    expected = bootstrap(looped, len(ids), n_resamples=150, seed=5)
+    table = tables.seed_mean_bootstrap(pairs, n_resamples=150, seed=5)
+    np.testing.assert_allclose(table.loc[expected.index, expected.columns].to_numpy(), expected.to_numpy(), rtol=1e-12)
+
+
 # --- the paper's constructed cases (Figs. 1 and 3) ---
 
 
@@ -515,6 +540,9 @@ def test_score_seeds_shares_the_intrinsic_scores_and_reorders_mcq(tiny_gpt2):
     whole = run.score_seeds(tiny_gpt2, pairs.iloc[:4], [0, 3], limit=None, tasks=["mcq"])
     orders = whole.groupby("seed")["options"].apply(lambda o: [tuple(x) for x in o])
     assert orders[0] != orders[3]
+    for s in (0, 3):  # all seeds in one call score as each seed alone
+        alone = run.score_coref(tiny_gpt2, pairs.iloc[:4], "mcq", seed=s)
+        np.testing.assert_allclose(np.stack(whole[whole["seed"] == s]["probs"]), np.stack(alone["probs"]), atol=1e-6)
     for bad in ([], 3, [0, 0], [0.5], "01"):
         with pytest.raises(ValueError, match="seeds must be"):
             run.score_seeds(tiny_gpt2, pairs, bad, limit=2)

@@ -1,10 +1,14 @@
 """Batched scoring: log-probabilities of whole words and continuations, and mask filling.
 
-Causal LMs (:func:`continuation_logprobs`): prompts are sorted by length and left-padded;
-one forward pass per batch yields the last position's logits only (``logits_to_keep=1``)
-and the KV cache. Single-token candidates are read off those logits. Multi-token
-candidates run one extra pass over just their continuation tokens, on a copy of the
-prompts' KV cache (the prompt is never recomputed).
+Causal LMs (:func:`continuation_logprobs`): prompts are cut into a tree of token runs
+(:func:`prefix_tree`): a run that several prompts share (the instruction every MCQ prompt starts
+with, the sentence both pronouns of a minimal pair continue) is computed once, and the runs
+after it start from its KV cache. Runs are batched by decreasing length, a batch padding at
+most a fifth of its longest run (:func:`similar_length_batches`), and left-padded (a batch
+after a shared run holds padding between the run and its own tokens, masked out). Each pass keeps
+the last position's logits only (``logits_to_keep=1``). Single-token candidates are read off
+those logits; multi-token candidates run one extra pass over just their continuation tokens,
+on a copy of the prompts' KV cache (the prompt is never recomputed).
 
 Masked LMs (:func:`masked_word_logprobs`): a word of n tokens replaces the mask marker by
 n mask tokens and is scored left to right, each token given the tokens already placed
@@ -16,18 +20,21 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-from fairnb.models.batching import batches_by_length, check_fits, left_pad, position_ids
+from fairnb.models.batching import check_fits, left_pad, position_ids
 
 if TYPE_CHECKING:
     from fairnb.models.language_model import LanguageModel
 
 ANCHOR = "The"
 MASK_MARKERS = ("[MASK]", "<mask>")  # where a masked-LM prompt takes the word
+MIN_SHARED = 3  # shortest run of prompt tokens that gets a pass of its own when several prompts share it
+MAX_PADDING = 0.2  # most padding a batch of runs may add, as a share of its longest run
 
 
 def check_words(words: Sequence[str]) -> None:
@@ -85,25 +92,110 @@ def continuation_logprobs(
     prompt_ids = _prompt_ids(lm, prompts)
     check_fits(prompt_ids, max(len(ids) for ids in token_ids.values()), lm.model.config, "the continuation")
     out = np.zeros((len(prompts), widths.pop()), dtype=np.float64)
+    cands = [[token_ids[str(c)] for c in row] for row in candidates]
     with torch.inference_mode():
-        for batch in batches_by_length([len(r) for r in prompt_ids], lm.batch_size):
-            cands = [[token_ids[c] for c in candidates[i]] for i in batch]
-            out[batch] = _score_batch(lm, [prompt_ids[i] for i in batch], cands)
+        _score_nodes(lm, prefix_tree(prompt_ids), cands, out)
     return out
 
 
-def _score_batch(lm: LanguageModel, rows: list[list[int]], cands: list[list[list[int]]]) -> np.ndarray:
-    ids, mask = left_pad(rows, lm.tokenizer.pad_token_id)
-    ids, mask = ids.to(lm.device), mask.to(lm.device)
-    multi = any(len(toks) > 1 for row in cands for toks in row)
-    output = lm.model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask),
-                      use_cache=multi, logits_to_keep=1)
-    first_logp = torch.log_softmax(output.logits[:, -1].float(), dim=-1)
-    first = torch.tensor([[toks[0] for toks in row] for row in cands], device=lm.device)
-    scores = first_logp.gather(1, first).double()
-    if multi:
-        scores += _continuation_tail(lm, output.past_key_values, mask, cands)
-    return scores.cpu().numpy()
+@dataclass
+class PrefixNode:
+    """A run of prompt tokens computed once for every prompt that holds it (after its parent's runs)."""
+
+    tokens: tuple[int, ...]
+    ends: list[int] = field(default_factory=list)  # the prompts that end with this run
+    children: list[PrefixNode] = field(default_factory=list)
+
+
+def prefix_tree(rows: Sequence[Sequence[int]], min_shared: int = MIN_SHARED) -> list[PrefixNode]:
+    """The prompts as a tree of token runs, each run shared by every prompt below it.
+
+    A run shared by several prompts is computed once and its KV cache handed to the runs that
+    follow it. A shared run shorter than ``min_shared`` tokens is not worth a pass of its own:
+    it is folded into the runs below it. Identical prompts end at the same node.
+
+    Examples:
+        >>> tree = prefix_tree([(1, 2, 3, 4, 5), (1, 2, 3, 4, 6, 7), (1, 2, 3, 4, 5), (8, 9)], min_shared=2)
+        >>> [(n.tokens, n.ends, [(c.tokens, c.ends) for c in n.children]) for n in tree]
+        [((1, 2, 3, 4), [], [((5,), [0, 2]), ((6, 7), [1])]), ((8, 9), [3], [])]
+        >>> [(n.tokens, n.ends) for n in prefix_tree([(1, 2, 5), (1, 2, 6)], min_shared=3)]
+        [((1, 2, 5), [0]), ((1, 2, 6), [1])]
+    """
+    return _grow([tuple(r) for r in rows], list(range(len(rows))), 0, min_shared)
+
+
+def _grow(rows: list[tuple[int, ...]], members: list[int], start: int, min_shared: int) -> list[PrefixNode]:
+    """The nodes of ``members`` (prompts that share ``rows[i][:start]`` and go on past it)."""
+    groups: dict[int, list[int]] = {}
+    for i in members:
+        groups.setdefault(rows[i][start], []).append(i)
+    nodes = []
+    for group in groups.values():
+        stop = start + 1
+        while all(len(rows[i]) > stop for i in group) and len({rows[i][stop] for i in group}) == 1:
+            stop += 1
+        ends = [i for i in group if len(rows[i]) == stop]
+        node = PrefixNode(rows[group[0]][start:stop], ends,
+                          _grow(rows, [i for i in group if len(rows[i]) > stop], stop, min_shared))
+        if ends or stop - start >= min_shared:
+            nodes.append(node)
+        else:  # too short to share: each child computes it
+            nodes += [replace(child, tokens=node.tokens + child.tokens) for child in node.children]
+    return nodes
+
+
+def _score_nodes(lm: LanguageModel, nodes: list[PrefixNode], cands: list[list[list[int]]], out: np.ndarray,
+                 parents: list[int] | None = None, past=None, past_mask: torch.Tensor | None = None) -> None:
+    """Run ``nodes`` in batches of similar length after their parents' rows of ``past``; score the
+    prompts ending in them into ``out``, then run their children on the batch's KV cache."""
+    for batch in similar_length_batches([len(n.tokens) for n in nodes], lm.batch_size):
+        ids, mask = left_pad([nodes[k].tokens for k in batch], lm.tokenizer.pad_token_id)
+        ids, mask = ids.to(lm.device), mask.to(lm.device)
+        cache = None
+        if parents is not None and past_mask is not None:
+            source = torch.tensor([parents[k] for k in batch], device=lm.device)
+            cache, mask = _cache_rows(past, source), torch.cat([past_mask[source], mask], dim=1)
+        ends = [(local, i) for local, k in enumerate(batch) for i in nodes[k].ends]
+        multi = any(len(toks) > 1 for _, i in ends for toks in cands[i])
+        output = lm.model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask)[:, -ids.shape[1]:],
+                          past_key_values=cache, use_cache=multi or any(nodes[k].children for k in batch),
+                          logits_to_keep=1)
+        if ends:
+            rows = [local for local, _ in ends]
+            first_logp = torch.log_softmax(output.logits[rows, -1].float(), dim=-1)
+            first = torch.tensor([[toks[0] for toks in cands[i]] for _, i in ends], device=lm.device)
+            scores = first_logp.gather(1, first).double()
+            if multi:
+                scores += _continuation_tail(lm, output.past_key_values, mask, [cands[i] for _, i in ends], rows)
+            out[[i for _, i in ends]] = scores.cpu().numpy()
+        children = [(child, local) for local, k in enumerate(batch) for child in nodes[k].children]
+        if children:
+            _score_nodes(lm, [c for c, _ in children], cands, out, [p for _, p in children],
+                         output.past_key_values, mask)
+
+
+def similar_length_batches(lengths: Sequence[int], batch_size: int, padding: float = MAX_PADDING) -> list[list[int]]:
+    """Indices by decreasing length, cut into batches of at most ``batch_size`` whose shortest row
+    is at least ``1 - padding`` of their longest (a pass computes few padded positions).
+
+    Examples:
+        >>> similar_length_batches([3, 10, 9, 5, 4], batch_size=2, padding=0.2)
+        [[1, 2], [3, 4], [0]]
+    """
+    batches: list[list[int]] = []
+    for k in sorted(range(len(lengths)), key=lambda k: -lengths[k]):
+        if batches and len(batches[-1]) < batch_size and lengths[k] >= (1 - padding) * lengths[batches[-1][0]]:
+            batches[-1].append(k)
+        else:
+            batches.append([k])
+    return batches
+
+
+def _cache_rows(cache, rows: torch.Tensor):
+    """A copy of the KV cache holding ``rows`` (repeats allowed), leaving ``cache`` as it was."""
+    chosen = copy.deepcopy(cache)
+    chosen.batch_select_indices(rows)
+    return chosen
 
 
 def _shared_inputs(cands) -> tuple[list[tuple[int, tuple[int, ...]]], dict[tuple[int, int], int]]:
@@ -141,10 +233,11 @@ def rows_by_length(rows: Sequence[tuple[int, tuple[int, ...]]]) -> dict[int, lis
     return groups
 
 
-def _continuation_tail(lm, cache, mask: torch.Tensor, cands) -> torch.Tensor:
+def _continuation_tail(lm, cache, mask: torch.Tensor, cands, cache_rows: list[int]) -> torch.Tensor:
     """log p(t_2..t_n | prompt, t_1) for multi-token candidates, reusing the prompt cache.
 
-    Each pass holds continuation rows of one length: every position it computes is needed.
+    Prompt ``b`` of ``cands`` is row ``cache_rows[b]`` of ``cache`` and ``mask``. Each pass
+    holds continuation rows of one length: every position it computes is needed.
     """
     tail = torch.zeros((len(cands), len(cands[0])), dtype=torch.float64)
     rows, owner = _shared_inputs(cands)
@@ -157,10 +250,9 @@ def _continuation_tail(lm, cache, mask: torch.Tensor, cands) -> torch.Tensor:
         rows_per_pass = max(1, min(lm.batch_size * 4, 2**27 // (width * lm.model.config.vocab_size)))
         for start in range(0, len(members), rows_per_pass):
             chunk = members[start:start + rows_per_pass]
-            source = torch.tensor([rows[r][0] for r in chunk], device=lm.device)
+            source = torch.tensor([cache_rows[rows[r][0]] for r in chunk], device=lm.device)
             ids = torch.tensor([rows[r][1] for r in chunk], device=lm.device)
-            chunk_cache = copy.deepcopy(cache)
-            chunk_cache.batch_select_indices(source)
+            chunk_cache = _cache_rows(cache, source)
             positions = lengths[source].unsqueeze(1) + torch.arange(width, device=lm.device)
             attention = torch.cat([mask[source], torch.ones_like(ids)], dim=1)
             logits = lm.model(input_ids=ids, attention_mask=attention, position_ids=positions,

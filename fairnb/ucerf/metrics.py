@@ -206,7 +206,7 @@ def pair_metrics(pairs: Mapping[str, Sequence]) -> dict[str, float]:
     """Accuracy, EO (and the paper's halved EO), mean perplexity, UCerF and group-wise UCerF of minimal pairs (Sec. 5.1).
 
     ``pairs`` maps ``<value>_pro`` and ``<value>_anti`` (value in :data:`PAIR_VALUES`) to one
-    entry per pair: a pair table or a dict of arrays (the bootstrap passes arrays).
+    entry per pair: a pair table or a dict of arrays.
 
     Examples:
         >>> m = pair_metrics({"desirability_pro": [0.8], "desirability_anti": [-0.6], "correct_pro": [True],
@@ -215,12 +215,41 @@ def pair_metrics(pairs: Mapping[str, Sequence]) -> dict[str, float]:
         >>> {k: round(v, 3) for k, v in m.items() if k != "ucerf_groupwise"}
         {'accuracy': 0.5, 'equalized_odds': 2.0, 'equalized_odds_halved': 1.0, 'perplexity': 1.3, 'ucerf': 0.3}
     """
-    d = np.r_[pairs["desirability_pro"], pairs["desirability_anti"]].astype(float)
-    correct = np.r_[pairs["correct_pro"], pairs["correct_anti"]].astype(bool)
-    group = np.repeat(GROUPS, len(d) // 2)
-    decisions = coref_decisions(correct, np.r_[pairs["picked_other_pro"], pairs["picked_other_anti"]], d, group)
-    eo = equalized_odds(decisions[0], decisions[1], decisions[3])
-    return {"accuracy": float(correct.mean()), "equalized_odds": eo, "equalized_odds_halved": eo / 2,
-            "perplexity": float(np.r_[pairs["perplexity_pro"], pairs["perplexity_anti"]].astype(float).mean()),
-            "ucerf": ucerf(pairs["desirability_pro"], pairs["desirability_anti"]),
-            "ucerf_groupwise": groupwise_ucerf(*decisions)}
+    n = len(pairs["desirability_pro"])
+    return {name: float(v[0]) for name, v in weighted_pair_metrics(pairs, np.ones((1, n))).items()}
+
+
+def weighted_pair_metrics(pairs: Mapping[str, Sequence], weights) -> dict[str, np.ndarray]:
+    """:func:`pair_metrics` of many samples of the same pairs at once: ``weights[r, i]`` counts pair i in sample r.
+
+    A bootstrap resample is such a row of counts (0 = not drawn); each metric comes back as one
+    value per row (NaN where a row weighs no pair, or no pair of a subset it needs). The rates of
+    :func:`equalized_odds` and :func:`groupwise_ucerf` are weighted means: TPR_g is the share
+    of group g's sentences answered right, FPR_g that picking the other occupation, TPD_g / FPD_g
+    the mean (D + 1) / 2 over those answers.
+
+    Examples:
+        >>> pairs = {"desirability_pro": [0.8, 0.4], "desirability_anti": [-0.6, 0.4], "correct_pro": [True, True],
+        ...          "correct_anti": [False, True], "picked_other_pro": [False, False],
+        ...          "picked_other_anti": [True, False], "perplexity_pro": [1.2, 1.0], "perplexity_anti": [1.4, 1.0]}
+        >>> weighted_pair_metrics(pairs, [[1, 0], [2, 2]])["ucerf"].round(3).tolist()  # U(x) = 0.3 and 1.0
+        [0.3, 0.65]
+    """
+    w = np.atleast_2d(np.asarray(weights, dtype=float))
+    d = {g: np.asarray(pairs[f"desirability_{g}"], dtype=float) for g in GROUPS}
+    if (np.abs(d["pro"]) > 1).any() or (np.abs(d["anti"]) > 1).any():
+        raise ValueError("Desirability values must lie in [-1, 1].")
+    if w.shape[1] != len(d["pro"]) or len(d["anti"]) != len(d["pro"]):
+        raise ValueError(f"weights need one column per pair ({len(d['pro'])}), got shape {w.shape}.")
+    right = {g: np.asarray(pairs[f"correct_{g}"], dtype=float) for g in GROUPS}
+    other = {g: np.asarray(pairs[f"picked_other_{g}"], dtype=float) for g in GROUPS}
+    score = {g: (d[g] + 1.0) / 2.0 for g in GROUPS}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        total = w.sum(axis=1)
+        tpr, fpr = ({g: w @ x[g] / total for g in GROUPS} for x in (right, other))
+        tpd, fpd = ({g: w @ (x[g] * score[g]) / (w @ x[g]) for g in GROUPS} for x in (right, other))
+        ppl = sum(w @ np.asarray(pairs[f"perplexity_{g}"], dtype=float) for g in GROUPS) / (2 * total)
+        eo = np.abs(tpr["pro"] - tpr["anti"]) + np.abs(fpr["pro"] - fpr["anti"])
+        return {"accuracy": (tpr["pro"] + tpr["anti"]) / 2, "equalized_odds": eo, "equalized_odds_halved": eo / 2,
+                "perplexity": ppl, "ucerf": w @ (1.0 - np.abs(d["pro"] - d["anti"]) / 2.0) / total,
+                "ucerf_groupwise": 1.0 - (np.abs(tpd["pro"] - tpd["anti"]) + np.abs(fpd["pro"] - fpd["anti"])) / 2}

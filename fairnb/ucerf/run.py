@@ -71,15 +71,26 @@ def score_coref(lm: LanguageModel, pairs: pd.DataFrame, task: str = "intrinsic",
         raise ValueError(f"Unknown task {task!r}: use one of {TASKS}.")
     if pairs.empty:
         raise ValueError("There are no minimal pairs to score.")
+    options, prompts, words = task_inputs(lm, pairs, task, seed, chat)
+    return scored_rows(pairs, task, seed, options, option_logprobs(lm, prompts, words))
+
+
+def task_inputs(lm: LanguageModel, pairs: pd.DataFrame, task: str, seed: int = 0, chat: bool = False
+                ) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """What a task asks: the options ``[n, k]`` a sentence chooses from, its prompts and the words scored
+    after them (the occupations themselves, or the MCQ letters)."""
     mask = lm.mask_token if lm.kind == "masked" else None
     if task == "intrinsic":
         options = pairs[["occupation_1", "occupation_2"]].to_numpy(dtype=object)
-        log_scores = option_logprobs(lm, intrinsic_prompts(pairs, mask), options)
-    else:
-        options = mcq_options(pairs, seed)
-        prompts = mcq_prompts(pairs, options, lm.apply_chat if chat else None, mask)
-        letters = np.tile(np.array(OPTION_LETTERS, dtype=object), (len(pairs), 1))
-        log_scores = option_logprobs(lm, prompts, letters)
+        return options, intrinsic_prompts(pairs, mask), options
+    options = mcq_options(pairs, seed)
+    letters = np.tile(np.array(OPTION_LETTERS, dtype=object), (len(pairs), 1))
+    return options, mcq_prompts(pairs, options, lm.apply_chat if chat else None, mask), letters
+
+
+def scored_rows(pairs: pd.DataFrame, task: str, seed: int, options: np.ndarray, log_scores: np.ndarray
+                ) -> pd.DataFrame:
+    """The coref rows with the columns :func:`score_coref` adds, from the options' log-scores."""
     probs = class_probabilities(log_scores)
     referent = pairs["referent"].to_numpy(dtype=object)
     correct_index = (options == referent[:, None]).argmax(axis=1)
@@ -115,7 +126,7 @@ def score_seeds(lm: LanguageModel, pairs: pd.DataFrame, seeds: Sequence[int], li
 
     The intrinsic task does not depend on the seed, so the union of the seeds' pairs is scored
     once and each seed gets its own rows of it; the MCQ task is scored per seed (its option
-    order changes with the seed).
+    order changes with the seed), all seeds in one call (the scorer computes the text they share once).
     """
     unknown = [t for t in tasks if t not in TASKS]
     if unknown or not len(tasks):
@@ -128,6 +139,11 @@ def score_seeds(lm: LanguageModel, pairs: pd.DataFrame, seeds: Sequence[int], li
         for s, part in drawn.items():
             rows = scored.loc[pd.MultiIndex.from_frame(part[["pair_id", "stereotype"]])].reset_index()
             parts.append(rows.assign(seed=s))
-    if "mcq" in tasks:
-        parts += [score_coref(lm, part, "mcq", seed=s, chat=chat) for s, part in drawn.items()]
+    if "mcq" in tasks:  # one call for every seed: a pair drawn by several seeds shares its sentence
+        inputs = [task_inputs(lm, part, "mcq", s, chat) for s, part in drawn.items()]
+        log_scores = option_logprobs(lm, [p for _, prompts, _ in inputs for p in prompts],
+                                     np.vstack([words for *_, words in inputs]))
+        bounds = np.cumsum([len(part) for part in drawn.values()])[:-1]
+        parts += [scored_rows(part, "mcq", s, options, scores) for (s, part), (options, _, _), scores
+                  in zip(drawn.items(), inputs, np.split(log_scores, bounds))]
     return pd.concat(parts, ignore_index=True)

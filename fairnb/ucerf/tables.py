@@ -13,7 +13,7 @@ import pandas as pd
 
 from fairnb.contract import require_columns
 from fairnb.formatting import number
-from fairnb.stats import bootstrap, spearman
+from fairnb.stats import bootstrap_counts, spearman
 from fairnb.ucerf import metrics as m
 from fairnb.ucerf.data import (
     INTRINSIC_TEMPLATE,
@@ -42,40 +42,29 @@ def pair_table(scored: pd.DataFrame) -> pd.DataFrame:
     return wide
 
 
-def _seed_mean(statistics: list[dict[str, float]]) -> dict[str, float]:
-    with warnings.catch_warnings():  # a metric undefined for every seed stays NaN
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return {k: float(np.nanmean([s[k] for s in statistics])) for k in statistics[0]}
-
-
 def seed_mean_bootstrap(pairs: pd.DataFrame, n_resamples: int = 1000, confidence: float = 0.95,
                         seed: int = 0) -> pd.DataFrame:
     """Each metric of :func:`fairnb.ucerf.metrics.pair_metrics`, averaged over seeds, with a bootstrap interval.
 
     ``pairs`` holds one task and type (column ``seed``). The unit resampled is the minimal
     pair (``pair_id``, shared across seeds); in a resample each seed keeps the drawn pairs it
-    scored, with their multiplicity, and the metric is averaged over the seeds. Returns
-    ``value``, ``ci_low``, ``ci_high``, ``seed_sd`` (spread of the per-seed values), ``n_seeds``, ``n_pairs``.
+    scored, with their multiplicity, and the metric is averaged over the seeds (a seed that
+    drew none of its pairs, or whose metric is undefined, is left out). Every resample is
+    computed at once (:func:`fairnb.stats.bootstrap_counts`). Returns ``value``, ``ci_low``,
+    ``ci_high``, ``seed_sd`` (spread of the per-seed values), ``n_seeds``, ``n_pairs``.
     """
     ids = pairs["pair_id"].unique()
     position = pd.Series(np.arange(len(ids)), index=ids)
-    blocks = []
-    for _, part in pairs.groupby("seed", sort=True):
-        lookup = np.full(len(ids), -1)
-        lookup[position[part["pair_id"]].to_numpy()] = np.arange(len(part))
-        blocks.append((lookup, {c: part[c].to_numpy() for c in part.columns if c.endswith(("_pro", "_anti"))}))
+    blocks = [(position[part["pair_id"]].to_numpy(), part) for _, part in pairs.groupby("seed", sort=True)]
 
-    def statistic(idx: np.ndarray) -> dict[str, float]:
-        per_seed = []
-        for lookup, arrays in blocks:
-            rows = lookup[idx]
-            rows = rows[rows >= 0]
-            if len(rows):
-                per_seed.append(m.pair_metrics({c: v[rows] for c, v in arrays.items()}))
-        return _seed_mean(per_seed) if per_seed else {k: np.nan for k in METRICS}
+    def statistic(counts: np.ndarray) -> dict[str, np.ndarray]:
+        per_seed = [m.weighted_pair_metrics(part, counts[:, columns]) for columns, part in blocks]
+        with warnings.catch_warnings():  # a metric undefined for every seed stays NaN
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return {k: np.nanmean([values[k] for values in per_seed], axis=0) for k in METRICS}
 
-    table = bootstrap(statistic, len(ids), n_resamples, confidence, seed)
-    per_seed = pd.DataFrame([m.pair_metrics(part) for _, part in pairs.groupby("seed", sort=True)])
+    table = bootstrap_counts(statistic, len(ids), n_resamples, confidence, seed)
+    per_seed = pd.DataFrame([m.pair_metrics(part) for _, part in blocks])
     return table.assign(seed_sd=per_seed.std(ddof=1) if len(per_seed) > 1 else 0.0,
                         n_seeds=len(per_seed), n_pairs=len(ids))
 
