@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
+import numpy as np
 import torch
 from transformers import (
     GenerationConfig,
@@ -129,14 +130,14 @@ class RowGumbel(LogitsProcessor):
         uniform = torch.empty(scores.shape, device=scores.device)
         for row, g in zip(uniform, self.generators):
             torch.rand(scores.shape[-1], generator=g, device=scores.device, out=row)
-        scores = scores.float()
+        values = scores.float()
         # noise only where a warper left the score finite (top-k keeps a few): -inf stays -inf
-        kept = torch.isfinite(scores)
+        kept = torch.isfinite(values)
         tiny = torch.finfo(uniform.dtype).tiny
         if bool(kept.all()):
-            return cast(torch.FloatTensor, scores - torch.log(-torch.log(uniform.clamp(tiny, 1 - 1e-7))))
-        noisy = torch.full_like(scores, -math.inf)
-        noisy[kept] = scores[kept] - torch.log(-torch.log(uniform[kept].clamp(tiny, 1 - 1e-7)))
+            return cast(torch.FloatTensor, values - torch.log(-torch.log(uniform.clamp(tiny, 1 - 1e-7))))
+        noisy = torch.full_like(values, -math.inf)
+        noisy[kept] = values[kept] - torch.log(-torch.log(uniform[kept].clamp(tiny, 1 - 1e-7)))
         return cast(torch.FloatTensor, noisy)
 
 
@@ -413,7 +414,7 @@ def generate(
     config = generation_config(lm, decoding.max_new_tokens)
     batch_rows = max(1, lm.batch_size // 2)
 
-    def processors(batch: Sequence[int]) -> LogitsProcessorList:
+    def processors(batch: Sequence[int] | np.ndarray) -> LogitsProcessorList:
         found = LogitsProcessorList(decoding.warpers())
         if decoding.sampled:
             found.append(RowGumbel([seeds[i] for i in batch], lm.device))
@@ -423,8 +424,8 @@ def generate(
         items = _Rows(lm, rows, heads, bodies, prefix_embeds)
         shared = _shared_batches(lm, items, batch_rows, decoding.max_new_tokens) if share_prefixes else None
         for groups in shared or []:
-            batch = [r for members, _ in groups for r in members]
-            common = dict(generation_config=config, logits_processor=processors(batch), use_model_defaults=False)
+            members = [r for rs, _ in groups for r in rs]
+            common = dict(generation_config=config, logits_processor=processors(members), use_model_defaults=False)
             order, new = _generate_shared(lm, items, groups, common)
             for i, seq in zip(order, new):
                 texts[i] = tok.decode(seq, skip_special_tokens=True)
