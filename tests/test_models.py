@@ -318,8 +318,11 @@ def test_generation_ignores_the_models_generation_config(tiny_gpt2_path, tmp_pat
     assert sampled == [hand_generate(lm, p, 10, s) for p, s in zip(PROMPTS, row_seeds(PROMPTS, 2))]
 
 
-def test_chunked_generation_runs_the_batches_of_one_unchunked_run(tiny_gpt2_path):
+def test_chunked_generation_runs_the_batches_of_one_unchunked_run(tiny_gpt2_path, monkeypatch):
     # 12 prompts of mixed lengths, shuffled: chunks of 4 must still batch them longest first across chunks
+    from fairnb.models import generation
+
+    monkeypatch.setattr(generation, "SHARED_SAVING", 1.0)  # the plain layout (these prompts share prefixes)
     prompts = [f"{p} {'and so on ' * (i % 3)}{i}".strip() for i, p in enumerate(PROMPTS * 3)][::-1]
     batches = {}
     for chunk_rows in (4, 10**9):
@@ -440,3 +443,25 @@ def test_a_busy_machine_computes_on_one_thread_and_restores_the_count(tiny_gpt2,
         assert seen == [threads] and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_shared_prefix_generation_equals_the_plain_layout(tiny_gpt2):
+    """Rows that share a prefix (text or soft) give the plain layout's texts, greedy and sampled,
+    on the first call and again from the prefix store."""
+    from fairnb.models import generation
+
+    store = generation.prefix_store(tiny_gpt2)
+    prefixes = ["The capital of France is Paris. He and she", "I agree. I disagree. The nurse said that"]
+    prompts = [" went to the market.", " bought apples and", " said that she was"]
+    rows = [p + "\n" + q for p in prefixes for q in prompts]
+    soft = torch.stack([tiny_gpt2.embed(prefixes[0]) + shift for shift in (0.0, 0.01) for _ in prompts])
+    for decoding in (generation.Decoding(8), generation.Decoding(8, 1.0, 10)):
+        seeds = generation.row_seeds(rows, 0)
+        plain = generation.generate(tiny_gpt2, rows, decoding, seeds, share_prefixes=False)
+        before = len(store.entries)
+        assert generation.generate(tiny_gpt2, rows, decoding, seeds) == plain
+        assert len(store.entries) > before or decoding.sampled  # the greedy run stored the two prefixes
+        assert generation.generate(tiny_gpt2, rows, decoding, seeds) == plain  # read back from the store
+        soft_rows = ["\n" + q for q in prompts] * 2
+        assert (generation.generate(tiny_gpt2, soft_rows, decoding, seeds, prefix_embeds=soft)
+                == generation.generate(tiny_gpt2, soft_rows, decoding, seeds, prefix_embeds=soft, share_prefixes=False))

@@ -11,15 +11,24 @@ an exact draw from the softmax of the warped logits), the noise of each row comi
 own generator seeded by :func:`row_seeds`. A prompt's text therefore depends on (seed,
 prompt, occurrence) only, not on the batch it shares. Greedy decoding gives the same text
 alone and in a padded batch.
+
+Rows that begin alike (one prefix put before several prompts, as chapter 5 does) have that
+shared prefix encoded once: its key/value states are computed for one row, kept in a
+per-model :class:`PrefixStore` and copied to every row that starts with it, in this call and
+later ones, and only the rest of each row is encoded anew (:func:`share_groups`). The
+numbers are those of the plain layout up to floating-point rounding.
 """
 from __future__ import annotations
 
 import hashlib
 import math
+import weakref
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
+import numpy as np
 import torch
 from transformers import (
     GenerationConfig,
@@ -30,7 +39,7 @@ from transformers import (
     TopPLogitsWarper,
 )
 
-from fairnb.models.batching import batches_by_length, check_fits, left_pad
+from fairnb.models.batching import batches_by_length, check_fits, left_pad, position_ids
 
 if TYPE_CHECKING:
     from fairnb.models.language_model import LanguageModel
@@ -118,10 +127,18 @@ class RowGumbel(LogitsProcessor):
         self.generators = [torch.Generator(device=device).manual_seed(s) for s in seeds]
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        uniform = torch.stack([torch.rand(scores.shape[-1], generator=g, device=scores.device)
-                               for g in self.generators])
+        uniform = torch.empty(scores.shape, device=scores.device)
+        for row, g in zip(uniform, self.generators):
+            torch.rand(scores.shape[-1], generator=g, device=scores.device, out=row)
+        values = scores.float()
+        # noise only where a warper left the score finite (top-k keeps a few): -inf stays -inf
+        kept = torch.isfinite(values)
         tiny = torch.finfo(uniform.dtype).tiny
-        return cast(torch.FloatTensor, scores.float() - torch.log(-torch.log(uniform.clamp(tiny, 1 - 1e-7))))
+        if bool(kept.all()):
+            return cast(torch.FloatTensor, values - torch.log(-torch.log(uniform.clamp(tiny, 1 - 1e-7))))
+        noisy = torch.full_like(values, -math.inf)
+        noisy[kept] = values[kept] - torch.log(-torch.log(uniform[kept].clamp(tiny, 1 - 1e-7)))
+        return cast(torch.FloatTensor, noisy)
 
 
 def _with_prefix(lm: LanguageModel, ids: torch.Tensor, mask: torch.Tensor, prefix: torch.Tensor,
@@ -143,6 +160,232 @@ def _with_prefix(lm: LanguageModel, ids: torch.Tensor, mask: torch.Tensor, prefi
     return torch.stack(rows), torch.stack(masks)
 
 
+SHARED_SAVING = 0.2  # the shared-prefix layout runs when it saves this share of the prompt positions
+STORE_BYTES = 256 * 2**20  # key/value states of prefixes kept per model for later calls
+
+
+class PrefixStore:
+    """Key/value states of prompt prefixes (one ``(keys, values)`` pair ``[heads, length, dim]``
+    per layer), keyed by the prefix's items; the least recently used go first once the
+    entries hold more than ``budget`` bytes.
+
+    Examples:
+        >>> store = PrefixStore(budget=10**6)
+        >>> store.put([1, 2], [(torch.zeros(1, 2, 4), torch.zeros(1, 2, 4))])
+        >>> store.longest([1, 2, 3])[0], store.longest([2, 2])[0]
+        (2, 0)
+    """
+
+    def __init__(self, budget: int = STORE_BYTES):
+        self.budget, self.size = budget, 0
+        self.entries: OrderedDict[tuple[int, ...], list[tuple[torch.Tensor, torch.Tensor]]] = OrderedDict()
+
+    def longest(self, items: Sequence[int]) -> tuple[int, list[tuple[torch.Tensor, torch.Tensor]] | None]:
+        """The length and states of the longest stored prefix of ``items`` (``0, None`` if none)."""
+        found = max((key for key in self.entries if tuple(items[:len(key)]) == key), key=len, default=None)
+        if found is None:
+            return 0, None
+        self.entries.move_to_end(found)
+        return len(found), self.entries[found]
+
+    def put(self, items: Sequence[int], states: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        key = tuple(items)
+        if key in self.entries:
+            return
+        self.entries[key] = states
+        self.size += _nbytes(states)
+        while self.size > self.budget:
+            self.size -= _nbytes(self.entries.popitem(last=False)[1])
+
+
+def _nbytes(states: list[tuple[torch.Tensor, torch.Tensor]]) -> int:
+    return sum(k.nbytes + v.nbytes for k, v in states)
+
+
+_STORES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def prefix_store(lm: LanguageModel) -> PrefixStore:
+    """The :class:`PrefixStore` of ``lm``'s model (one per loaded model, created on first use)."""
+    return _STORES.setdefault(lm.model, PrefixStore())
+
+
+def share_groups(items: Sequence[Sequence[int]], least: Sequence[int]) -> list[tuple[list[int], int]]:
+    """Rows grouped by a common prefix: (member rows, length of the prefix they share).
+
+    Rows are sorted; a row joins the group before it when it shares more with the row before
+    than with the row after and joining lowers the positions to encode (a group of m rows
+    sharing s items encodes s + sum(len - s)). Every member keeps at least
+    one item of its own, and the shared part covers at least ``least[r]`` items of member r.
+
+    Examples:
+        >>> share_groups([[1, 2, 3, 4], [5, 6], [1, 2, 3, 9]], least=[0, 0, 0])
+        [([0, 2], 3), ([1], 1)]
+    """
+    order = sorted(range(len(items)), key=lambda r: list(items[r]))
+    near = [_common_length(items[a], items[b]) for a, b in zip(order, order[1:])] + [0]
+    groups: list[tuple[list[int], int]] = []
+    for k, r in enumerate(order):
+        if groups and near[k - 1] >= near[k]:  # closer to the row before than to the row after
+            members, shared = groups[-1]
+            common = min(shared, near[k - 1], len(items[r]) - 1)
+            if common >= max(least[r], *(least[m] for m in members)) and len(members) * common > (len(members) - 1) * shared:
+                groups[-1] = (members + [r], common)
+                continue
+        groups.append(([r], len(items[r]) - 1))
+    return groups
+
+
+def _common_length(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def _soft_items(prefix: torch.Tensor) -> list[int]:
+    """One negative item per soft-prefix position, from a digest of its numbers (token ids are >= 0)."""
+    digest = int(hashlib.sha256(prefix.detach().float().cpu().numpy().tobytes()).hexdigest()[:15], 16)
+    return [-1 - digest - j for j in range(prefix.shape[0])]
+
+
+def _pad_states(states: Sequence[list[tuple[torch.Tensor, torch.Tensor]] | None],
+                width: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Per layer, the rows' states left-padded with zeros to ``width`` positions: ``[rows, heads, width, dim]``
+    (None: a row with no states yet, all padding)."""
+    template = next(st for st in states if st is not None)
+    padded = []
+    for layer, (keys, _) in enumerate(template):
+        pair = []
+        for part in (0, 1):
+            out = keys.new_zeros((len(states), keys.shape[0], width, keys.shape[-1]))
+            for r, row in enumerate(states):
+                if row is not None:
+                    out[r, :, width - row[layer][part].shape[1]:] = row[layer][part]
+            pair.append(out)
+        padded.append((pair[0], pair[1]))
+    return padded
+
+
+def _cache(lm: LanguageModel, states: list[tuple[torch.Tensor, torch.Tensor]] | None):
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=lm.model.config)
+    for layer, (keys, values) in enumerate(states or []):
+        cache.update(keys, values, layer)
+    return cache
+
+
+class _Rows:
+    """The rows of one generation call as items: token ids, a soft prefix's positions as
+    negative numbers (:func:`_soft_items`), with their input embeddings on demand."""
+
+    def __init__(self, lm: LanguageModel, rows, heads, bodies, prefix_embeds: torch.Tensor | None):
+        self.lm, self.rows, self.heads, self.bodies, self.prefix = lm, rows, heads, bodies, prefix_embeds
+        if prefix_embeds is None:
+            self.items, self.least = [list(r) for r in rows], [0] * len(rows)
+            return
+        softs = [prefix_embeds if prefix_embeds.dim() == 2 else prefix_embeds[i] for i in range(len(rows))]
+        digests = {id(s): _soft_items(s) for s in ([prefix_embeds] if prefix_embeds.dim() == 2 else softs)}
+        self.softs = softs
+        self.items = [list(h) + digests[id(prefix_embeds if prefix_embeds.dim() == 2 else soft)] + list(b)
+                      for h, b, soft in zip(heads, bodies, softs)]
+        self.least = [len(h) + soft.shape[0] for h, soft in zip(heads, softs)]
+
+    def ids(self, r: int) -> list[int]:
+        """Token ids of row r's items (pad for soft positions)."""
+        return [i if i >= 0 else self.lm.tokenizer.pad_token_id for i in self.items[r]]
+
+    def embeds(self, r: int) -> torch.Tensor:
+        """Input embeddings ``[items, d]`` of row r."""
+        table = self.lm.model.get_input_embeddings()
+        device = self.lm.device
+        head = table(torch.tensor(self.heads[r], dtype=torch.long, device=device))
+        body = table(torch.tensor(self.bodies[r], dtype=torch.long, device=device))
+        return torch.cat([head, self.softs[r].to(device=device, dtype=head.dtype), body])
+
+
+def _encode_shared(lm: LanguageModel, rows: _Rows, groups: list[tuple[list[int], int]]) -> list[list]:
+    """States of each group's shared prefix: read from the store, or encoded from the longest
+    stored part on (one forward pass for the groups that miss) and stored."""
+    store = prefix_store(lm)
+    keys = [rows.items[members[0]][:shared] for members, shared in groups]
+    found = [store.longest(key) for key in keys]
+    missing = [g for g, (have, _) in enumerate(found) if have < len(keys[g])]
+    states: list = [st if have == len(keys[g]) else None for g, (have, st) in enumerate(found)]
+    if not missing:
+        return states
+    past = max(found[g][0] for g in missing)
+    new = max(len(keys[g]) - found[g][0] for g in missing)
+    mask = torch.zeros((len(missing), past + new), dtype=torch.long)
+    soft = rows.prefix is not None
+    ids = torch.full((len(missing), new), lm.tokenizer.pad_token_id, dtype=torch.long)
+    embeds = []
+    for i, g in enumerate(missing):
+        have, size = found[g][0], len(keys[g])
+        mask[i, past - have:past] = 1
+        mask[i, past + new - (size - have):] = 1
+        ids[i, new - (size - have):] = torch.tensor(rows.ids(groups[g][0][0])[have:size])
+        if soft:
+            row = rows.embeds(groups[g][0][0])[have:size]
+            embeds.append(torch.cat([row.new_zeros((new - (size - have), row.shape[-1])), row]))
+    cache = _cache(lm, _pad_states([found[g][1] for g in missing], past) if past else None)
+    mask = mask.to(lm.device)
+    inputs = dict(inputs_embeds=torch.stack(embeds)) if soft else dict(input_ids=ids.to(lm.device))
+    lm.model.base_model(**inputs, attention_mask=mask, position_ids=position_ids(mask)[:, past:],
+                        past_key_values=cache, use_cache=True)
+    for i, g in enumerate(missing):
+        kept = mask[i].nonzero().squeeze(-1)
+        states[g] = [(layer.keys[i][:, kept].clone(), layer.values[i][:, kept].clone()) for layer in cache.layers]
+        store.put(keys[g], states[g])
+    return states
+
+
+def _generate_shared(lm: LanguageModel, rows: _Rows, groups: list[tuple[list[int], int]], common: dict):
+    """New token ids of the groups' rows: shared prefixes from :func:`_encode_shared`, copied
+    to each member; each row's own rest encoded by ``model.generate`` on that cache."""
+    states = _encode_shared(lm, rows, groups)
+    members = [(r, g) for g, (rs, _) in enumerate(groups) for r in rs]
+    past = max(shared for _, shared in groups)
+    rest = max(len(rows.items[r]) - groups[g][1] for r, g in members)
+    ids = torch.full((len(members), past + rest), lm.tokenizer.pad_token_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, (r, g) in enumerate(members):
+        shared, row = groups[g][1], rows.ids(r)
+        ids[i, past - shared:past], mask[i, past - shared:past] = torch.tensor(row[:shared]), 1
+        ids[i, past + rest - (len(row) - shared):], mask[i, past + rest - (len(row) - shared):] = torch.tensor(row[shared:]), 1
+    by_row = torch.as_tensor([g for _, g in members], device=lm.device)
+    padded = [(k.index_select(0, by_row), v.index_select(0, by_row)) for k, v in _pad_states(states, past)]
+    out = lm.model.generate(input_ids=ids.to(lm.device), attention_mask=mask.to(lm.device),  # type: ignore[operator]  # torch types nn.Module attributes as Tensor
+                            past_key_values=_cache(lm, padded), **common)
+    return [r for r, _ in members], out[:, past + rest:]
+
+
+def _shared_batches(lm: LanguageModel, rows: _Rows, batch_rows: int, extra: int) -> list[list[tuple[list[int], int]]] | None:
+    """Batches of share groups when sharing saves at least :data:`SHARED_SAVING` of the prompt
+    positions (the longest stored prefix of each group counted as free), else None."""
+    window = getattr(lm.model.config.get_text_config(decoder=True), "sliding_window", None)
+    if window and 2 * max(len(i) for i in rows.items) + extra >= window:
+        return None  # a sliding-window layer would drop positions of the padded layout
+    if any(least >= len(items) for least, items in zip(rows.least, rows.items)):
+        return None
+    groups = share_groups(rows.items, rows.least)
+    store = prefix_store(lm)
+    plain = sum(len(i) for i in rows.items)
+    shared = sum(shared - min(store.longest(rows.items[m[0]][:shared])[0], shared)
+                 + sum(len(rows.items[r]) - shared for r in m) for m, shared in groups)
+    if shared > (1 - SHARED_SAVING) * plain:
+        return None
+    split = [(m[i:i + batch_rows], shared) for m, shared in sorted(groups, key=lambda g: -g[1])
+             for i in range(0, len(m), batch_rows)]
+    batches: list[list[tuple[list[int], int]]] = [[]]
+    for group in split:
+        if sum(len(m) for m, _ in batches[-1]) + len(group[0]) > batch_rows:
+            batches.append([])
+        batches[-1].append(group)
+    return batches
+
+
 def generate(
     lm: LanguageModel,
     prompts: Sequence[str],
@@ -151,11 +394,13 @@ def generate(
     prefix_embeds: torch.Tensor | None = None,
     special_tokens: bool = True,
     prefix_at: Sequence[int] | None = None,
+    share_prefixes: bool = True,
 ) -> list[str]:
     """New text for each prompt (see the module docstring); ``seeds[i]`` seeds prompt ``i``'s sampling.
 
     A soft prefix goes at character ``prefix_at[i]`` of prompt ``i`` (default 0: right after
-    the BOS token, if the tokenizer adds one).
+    the BOS token, if the tokenizer adds one). ``share_prefixes=False`` encodes every row in
+    full (the plain layout).
     """
     tok = lm.tokenizer
     prefix_at = list(prefix_at) if prefix_at is not None else [0] * len(prompts)
@@ -167,14 +412,27 @@ def generate(
     check_fits(rows, extra, lm.model.config, "the soft prefix and the new tokens")
     texts: list[str] = [""] * len(rows)
     config = generation_config(lm, decoding.max_new_tokens)
+    batch_rows = max(1, lm.batch_size // 2)
+
+    def processors(batch: Sequence[int] | np.ndarray) -> LogitsProcessorList:
+        found = LogitsProcessorList(decoding.warpers())
+        if decoding.sampled:
+            found.append(RowGumbel([seeds[i] for i in batch], lm.device))
+        return found
+
     with torch.inference_mode():
-        for batch in batches_by_length([len(r) for r in rows], max(1, lm.batch_size // 2)):
+        items = _Rows(lm, rows, heads, bodies, prefix_embeds)
+        shared = _shared_batches(lm, items, batch_rows, decoding.max_new_tokens) if share_prefixes else None
+        for groups in shared or []:
+            members = [r for rs, _ in groups for r in rs]
+            common = dict(generation_config=config, logits_processor=processors(members), use_model_defaults=False)
+            order, new = _generate_shared(lm, items, groups, common)
+            for i, seq in zip(order, new):
+                texts[i] = tok.decode(seq, skip_special_tokens=True)
+        for batch in [] if shared else batches_by_length([len(r) for r in rows], batch_rows):
             ids, mask = left_pad([rows[i] for i in batch], tok.pad_token_id)
             ids, mask = ids.to(lm.device), mask.to(lm.device)
-            processors = LogitsProcessorList(decoding.warpers())
-            if decoding.sampled:
-                processors.append(RowGumbel([seeds[i] for i in batch], lm.device))
-            common = dict(generation_config=config, logits_processor=processors, use_model_defaults=False)
+            common = dict(generation_config=config, logits_processor=processors(batch), use_model_defaults=False)
             if prefix_embeds is None:
                 out = lm.model.generate(input_ids=ids, attention_mask=mask, **common)  # type: ignore[operator]  # torch types nn.Module attributes as Tensor
                 new = out[:, ids.shape[1]:]
