@@ -68,6 +68,25 @@ def test_continuation_passes_compute_no_padding(tiny_gpt2, monkeypatch):
     np.testing.assert_allclose(probs, expected, rtol=1e-5, atol=1e-12)
 
 
+def test_a_prefix_every_prompt_shares_is_computed_once(tiny_gpt2, monkeypatch):
+    # a chat template's turns, say: the prompts share their first tokens, which one pass of one row computes
+    prompts = [f"The capital of France is {end}" for end in ("Paris", "a city", "London and the nurse said that")]
+    ids = [tiny_gpt2.tokenizer(p).input_ids for p in prompts]
+    shared = next(n for n in range(len(ids[0])) if len({tuple(r[:n + 1]) for r in ids}) > 1)
+    forward, passes = tiny_gpt2.model.forward, []
+
+    def spied(*args, **kwargs):
+        passes.append((tuple(kwargs["input_ids"].shape), kwargs.get("past_key_values") is not None))
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(tiny_gpt2.model, "forward", spied)
+    probs = tiny_gpt2.next_word_probs(prompts, WORDS)
+    monkeypatch.undo()
+    assert shared > 3 and passes[:2] == [((1, shared), False), ((3, max(len(r) for r in ids) - shared), True)]
+    expected = np.exp([[hand_logprob(tiny_gpt2, p, " " + w) for w in WORDS] for p in prompts])
+    np.testing.assert_allclose(probs, expected, rtol=1e-5, atol=1e-12)
+
+
 def test_continuation_logprobs_per_prompt_lists(tiny_gpt2):
     options = [[" nurse", " doctor"], [" teacher", " zebrafish"], [" Paris", " London"], [" is", " was"]]
     scores = tiny_gpt2.continuation_logprobs(PROMPTS, options)

@@ -2,9 +2,10 @@
 
 Causal LMs (:func:`continuation_logprobs`): prompts are sorted by length and left-padded;
 one forward pass per batch yields the last position's logits only (``logits_to_keep=1``)
-and the KV cache. Single-token candidates are read off those logits. Multi-token
-candidates run one extra pass over just their continuation tokens, on a copy of the
-prompts' KV cache (the prompt is never recomputed).
+and the KV cache. The tokens that every prompt of a batch starts with (a chat template's
+turns, a shared instruction) are computed once, in a pass of their own. Single-token
+candidates are read off those logits. Multi-token candidates run one extra pass over just
+their continuation tokens, on a copy of the prompts' KV cache (the prompt is never recomputed).
 
 Masked LMs (:func:`masked_word_logprobs`): a word of n tokens replaces the mask marker by
 n mask tokens and is scored left to right, each token given the tokens already placed
@@ -92,12 +93,39 @@ def continuation_logprobs(
     return out
 
 
+def shared_prefix(rows: Sequence[Sequence[int]]) -> int:
+    """How many leading tokens all rows share, leaving every row at least one token of its own.
+
+    Examples:
+        >>> shared_prefix([[1, 2, 3, 4], [1, 2, 5], [1, 2, 3]])
+        2
+        >>> shared_prefix([[1, 2], [1, 2, 3]]), shared_prefix([[1, 2]])
+        (1, 0)
+    """
+    if len(rows) < 2:
+        return 0
+    first, shortest = rows[0], min(len(r) for r in rows) - 1
+    return next((n for n in range(shortest) if any(r[n] != first[n] for r in rows)), shortest)
+
+
 def _score_batch(lm: LanguageModel, rows: list[list[int]], cands: list[list[list[int]]]) -> np.ndarray:
-    ids, mask = left_pad(rows, lm.tokenizer.pad_token_id)
+    """Log-probabilities of the candidates after each row; a prefix shared by all rows is computed once.
+
+    The shared prefix (a chat template's system and user turns, a common instruction) runs as one
+    row; its cache is repeated for every row, whose own tokens follow left-padded after it.
+    """
+    shared = shared_prefix(rows)
+    ids, mask = left_pad([r[shared:] for r in rows], lm.tokenizer.pad_token_id)
     ids, mask = ids.to(lm.device), mask.to(lm.device)
     multi = any(len(toks) > 1 for row in cands for toks in row)
-    output = lm.model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask),
-                      use_cache=multi, logits_to_keep=1)
+    cache = None
+    if shared:
+        cache = lm.model(input_ids=torch.tensor([rows[0][:shared]], device=lm.device), use_cache=True,
+                         logits_to_keep=1).past_key_values
+        cache.batch_repeat_interleave(len(rows))
+        mask = torch.cat([torch.ones((len(rows), shared), dtype=mask.dtype, device=lm.device), mask], dim=1)
+    output = lm.model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask)[:, shared:],
+                      past_key_values=cache, use_cache=multi or cache is not None, logits_to_keep=1)
     first_logp = torch.log_softmax(output.logits[:, -1].float(), dim=-1)
     first = torch.tensor([[toks[0] for toks in row] for row in cands], device=lm.device)
     scores = first_logp.gather(1, first).double()
