@@ -109,6 +109,20 @@ def test_greedy_generation_same_alone_and_in_padded_batch(tiny_gpt2):
     assert all(len(t) > 0 for t in batched)
 
 
+@pytest.mark.parametrize("top_p", [0.1, 0.6, 0.9, 0.99])
+def test_nucleus_filter_keeps_the_tokens_transformers_top_p_keeps(top_p):
+    from transformers import TopPLogitsWarper
+
+    from fairnb.models.generation import NucleusFilter
+
+    generator = torch.Generator().manual_seed(0)
+    # peaked rows (a few tokens hold the nucleus) and flat ones (it needs more than the first k)
+    scores = torch.randn(6, 3000, generator=generator) * torch.tensor([[8.0], [4.0], [2.0], [1.0], [0.3], [0.05]])
+    expected = TopPLogitsWarper(top_p)(None, scores.clone())
+    assert torch.equal(NucleusFilter(top_p, k=16)(None, scores.clone()), expected)
+    assert torch.isinf(expected).any(dim=1).all() and (torch.isfinite(expected).sum(dim=1) > 16).any()
+
+
 def test_seeded_sampling_is_reproducible(tiny_gpt2):
     first = tiny_gpt2.generate(PROMPTS, max_new_tokens=12, temperature=1.0, seed=3)
     again = tiny_gpt2.generate(PROMPTS, max_new_tokens=12, temperature=1.0, seed=3)
