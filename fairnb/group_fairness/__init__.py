@@ -48,10 +48,15 @@ from fairnb.group_fairness.tables import (
 # 20 x 100 only with HolisticBias / SBIC files that hold that many, and says what it reached
 # otherwise (DataPoints.shortfall). Its decoding is not stated: temperature, max_new_tokens and
 # gf_think_tokens of the "paper" preset are fairnb's choices (greedy, room for a sentence / a chain of thought).
+# quick is sized for make report on 2 CPU cores, where decoded tokens cost most (issue 25): every main-task answer
+# keeps its 32 tokens (a shorter cap would cut a third of the statements), the two alternative tasks run on 2 data
+# points per dimension (was 3: still every dimension, so the per-dimension rates and Spearman's rho stay defined) and
+# the GF-Think chain of thought gets 48 tokens (was 64: a 135M model rarely finishes its four steps in either, and
+# the second stage asks every open answer for its final sentence).
 PRESETS = {
     "quick": {"targets_per_dimension": 3, "attributes_per_dimension": 3, "limit": None, "max_new_tokens": 32,
-              "temperature": 0.0, "alternative_tasks_per_dimension": 3, "gf_think_per_dimension": 1,
-              "gf_think_tokens": 64, "seed": 0},
+              "temperature": 0.0, "alternative_tasks_per_dimension": 2, "gf_think_per_dimension": 1,
+              "gf_think_tokens": 48, "seed": 0},
     "paper": {"targets_per_dimension": 20, "attributes_per_dimension": 100, "limit": None, "max_new_tokens": 64,
               "temperature": 0.0, "alternative_tasks_per_dimension": None, "gf_think_per_dimension": None,
               "gf_think_tokens": 256, "seed": 0},
@@ -95,6 +100,12 @@ CHAPTER = Chapter(
                                     "fairnb's choice: greedy, so a rerun gives the same answers"),
         "max_new_tokens": PaperSetting(UNSTATED, "the paper states no decoding",
                                        "fairnb's choice: room for one sentence"),
+        "alternative_tasks_per_dimension": PaperSetting(None, "Section 5, Alternative Task Designs: the tasks are "
+                                                        "run on the data set", "CPU-sized: enough data points per "
+                                                        "dimension for a per-dimension rate and Spearman's rho"),
+        "gf_think_tokens": PaperSetting(UNSTATED, "Section 8 states no decoding",
+                                        "fairnb's choice: room for a few reasoning lines; the second stage asks for "
+                                        "the final sentence"),
     },
     citation=Citation("bi2023groupfairness", "G. Bi, L. Shen, Y. Xie, Y. Cao, T. Zhu and X. He",
                       "A Group Fairness Lens for Large Language Models", "arXiv preprint", 2023,
