@@ -7,11 +7,29 @@ from pathlib import Path
 
 import pytest
 
+# Each xdist worker (and every notebook kernel it starts, which inherits the environment) gets its
+# share of the cores. torch's default of one thread per core in each of two workers oversubscribes
+# a 2-core machine, and its spinning threads then make a tiny model's training step ~5x slower.
+os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1)
+                                                 // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))))
+
 sys.path.insert(0, str(Path(__file__).parent))
 from tiny_models import build_tiny_bert, build_tiny_gpt2  # noqa: E402
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+# The slowest test files, slowest first. `--dist loadfile --no-loadscope-reorder` (pyproject.toml)
+# hands whole files to the two workers in collection order, so these start at once and the many
+# quick files fill in behind them; by default xdist would start with the files of most tests and
+# leave a slow file of few tests (the book's) to pin one worker at the end.
+SLOWEST_FIRST = ("test_runner.py", "test_book.py", "test_bvf.py", "test_certification.py", "test_probing.py",
+                 "test_plotting.py", "test_served.py", "test_group_fairness.py", "test_ucerf.py", "test_models.py")
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: k for k, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -142,8 +142,7 @@ def rendered(built_book, tmp_path_factory):
     with serve(html) as base:
         for name, page in pages.items():
             assert (html / page).exists(), f"{page} was not built"
-            doms[name] = chromium(f"{base}/{page}", profile, "--dump-dom")
-            chromium(f"{base}/{page}", profile, f"--screenshot={shots / f'{name}.png'}")
+            doms[name] = chromium(f"{base}/{page}", profile, "--dump-dom", f"--screenshot={shots / f'{name}.png'}")
             assert (shots / f"{name}.png").stat().st_size > 10_000, name
     return doms
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import yaml
 from bad_files import assert_names_bad_file
 from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
 
@@ -82,12 +83,17 @@ def test_fine_tunes_move_the_pronoun_odds_in_the_intended_direction(tunable_gpt2
     assert (np.abs(tuned["counterfactual"]) < np.abs(tuned["stereotyped"])).all()
 
 
-def test_a_variant_loads_by_name_and_its_cache_entry_is_reused(tunable_gpt2, monkeypatch):
+def test_a_variant_loads_by_name_and_its_cache_entry_is_reused(tunable_gpt2, tmp_path, monkeypatch):
+    recipe = tuning.load_recipe()  # the shipped recipe cut to 2 templates x 2 occupations: one training step
+    recipe.update(templates=recipe["templates"][:2], endings=recipe["endings"][:1],
+                  occupations={gender: recipe["occupations"][gender][:1] for gender in tuning.GENDERS})
+    (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+    monkeypatch.setattr(tuning, "RECIPE", tmp_path / "recipe.yaml")
     name = f"{tunable_gpt2}+counterfactual"
     first = load_model(name, device="cpu", use_cache=False)
     folder = first.model.name_or_path
     report = tuning.tuning_report(folder)
-    assert report["variant"] == "counterfactual" and report["sentences"] == len(tuning.training_sentences("counterfactual"))
+    assert report["variant"] == "counterfactual" and report["sentences"] == 8  # 2 x 2, and their gender swaps
     assert (report["rank"], report["alpha"], report["learning_rate"], report["batch_size"]) == (8, 16, 3e-4, 16)
     stamp = (Path(folder) / "model.safetensors").stat().st_mtime_ns
 
