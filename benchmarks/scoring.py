@@ -25,8 +25,9 @@ import torch
 
 from benchmarks.lm_eval_env import ensure_overlay, overlay_env
 from fairnb.bvf.data import default_templates, load_attribute_words, load_occupations, template_prompt
+from fairnb.models.batching import batches_by_length, left_pad, position_ids
 from fairnb.models.language_model import LanguageModel
-from fairnb.models.scoring import _shared_inputs, batches_by_length, left_pad, position_ids, rows_by_length, word_token_ids
+from fairnb.models.scoring import _shared_inputs, rows_by_length, word_token_ids
 
 
 @dataclass(frozen=True)
