@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -249,7 +250,7 @@ def share_groups(items: Sequence[Sequence[int]], least: Sequence[int]) -> list[t
         [([0, 2], 3), ([1], 1)]
     """
     order = sorted(range(len(items)), key=lambda r: list(items[r]))
-    near = [_common_length(items[a], items[b]) for a, b in zip(order, order[1:])] + [0]
+    near = [len(os.path.commonprefix([list(items[a]), list(items[b])])) for a, b in zip(order, order[1:])] + [0]
     groups: list[tuple[list[int], int]] = []
     for k, r in enumerate(order):
         if groups and near[k - 1] >= near[k]:  # closer to the row before than to the row after
@@ -260,13 +261,6 @@ def share_groups(items: Sequence[Sequence[int]], least: Sequence[int]) -> list[t
                 continue
         groups.append(([r], len(items[r]) - 1))
     return groups
-
-
-def _common_length(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
-        n += 1
-    return n
 
 
 def _soft_items(prefix: torch.Tensor) -> list[int]:
