@@ -1,6 +1,7 @@
 """The model layer against hand computations and independent paths, on tiny offline models."""
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from pathlib import Path
@@ -100,6 +101,26 @@ def test_shared_prompt_prefixes_are_computed_once_and_score_as_alone(tiny_gpt2, 
     unique = {tuple(tiny_gpt2.tokenizer(p).input_ids) for p in prompts}
     trie = {seq[:n] for seq in unique for n in range(1, len(seq) + 1)}
     assert len(trie) <= sum(positions) < sum(len(seq) for seq in unique)
+
+
+def test_short_shared_runs_add_up_to_a_shared_prefix(tiny_gpt2, monkeypatch):
+    # "The" (shared by all) and " nurse" (two tokens, by two prompts) are each shorter than MIN_SHARED, together
+    # they are not: chapter 1's templates share "<bos> The {occupation}" this way
+    prompts = [f"The {who} {verb}" for who in ("nurse", "doctor") for verb in ("said that", "thought that")]
+    rows = [tiny_gpt2.tokenizer(p).input_ids for p in prompts]
+    common = [len(os.path.commonprefix([rows[a], rows[a + 1]])) for a in (0, 2)]
+    assert common[0] == 3 and len(os.path.commonprefix(rows)) == 1
+    forward, positions = tiny_gpt2.model.forward, []
+
+    def counted(*args, **kwargs):
+        positions.append(kwargs["input_ids"].numel() if kwargs.get("logits_to_keep") == 1 else 0)
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(tiny_gpt2.model, "forward", counted)
+    scores = tiny_gpt2.continuation_logprobs(prompts, [" he", " she"])
+    np.testing.assert_allclose(scores, [[hand_logprob(tiny_gpt2, p, c) for c in (" he", " she")] for p in prompts],
+                               atol=1e-5)
+    assert sum(positions) == sum(len(r) for r in rows) - sum(common)  # each pair's shared start computed once
 
 
 def test_greedy_generation_same_alone_and_in_padded_batch(tiny_gpt2):

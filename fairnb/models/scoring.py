@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -120,12 +120,21 @@ def prefix_tree(rows: Sequence[Sequence[int]], min_shared: int = MIN_SHARED) -> 
         [((1, 2, 3, 4), [], [((5,), [0, 2]), ((6, 7), [1])]), ((8, 9), [3], [])]
         >>> [(n.tokens, n.ends) for n in prefix_tree([(1, 2, 5), (1, 2, 6)], min_shared=3)]
         [((1, 2, 5), [0]), ((1, 2, 6), [1])]
+
+    A short run folded into the runs below it counts toward theirs: ``(1,)`` and ``(2, 3)`` are
+    each too short, but ``(1, 2, 3)``, which two prompts share, is not.
+
+        >>> tree = prefix_tree([(1, 2, 3, 4), (1, 2, 3, 5), (1, 6, 7)], min_shared=3)
+        >>> [(n.tokens, [c.tokens for c in n.children]) for n in tree]
+        [((1, 2, 3), [(4,), (5,)]), ((1, 6, 7), [])]
     """
-    return _grow([tuple(r) for r in rows], list(range(len(rows))), 0, min_shared)
+    return _grow([tuple(r) for r in rows], list(range(len(rows))), 0, min_shared, 0)
 
 
-def _grow(rows: list[tuple[int, ...]], members: list[int], start: int, min_shared: int) -> list[PrefixNode]:
-    """The nodes of ``members`` (prompts that share ``rows[i][:start]`` and go on past it)."""
+def _grow(rows: list[tuple[int, ...]], members: list[int], start: int, min_shared: int,
+          run_start: int) -> list[PrefixNode]:
+    """The nodes of ``members`` (prompts that share ``rows[i][:start]`` and go on past it); their
+    runs begin at ``run_start`` (before ``start`` when a short parent run was folded into them)."""
     groups: dict[int, list[int]] = {}
     for i in members:
         groups.setdefault(rows[i][start], []).append(i)
@@ -135,12 +144,11 @@ def _grow(rows: list[tuple[int, ...]], members: list[int], start: int, min_share
         while all(len(rows[i]) > stop for i in group) and len({rows[i][stop] for i in group}) == 1:
             stop += 1
         ends = [i for i in group if len(rows[i]) == stop]
-        node = PrefixNode(rows[group[0]][start:stop], ends,
-                          _grow(rows, [i for i in group if len(rows[i]) > stop], stop, min_shared))
-        if ends or stop - start >= min_shared:
-            nodes.append(node)
-        else:  # too short to share: each child computes it
-            nodes += [replace(child, tokens=node.tokens + child.tokens) for child in node.children]
+        rest = [i for i in group if len(rows[i]) > stop]
+        if ends or stop - run_start >= min_shared or len(group) == 1:
+            nodes.append(PrefixNode(rows[group[0]][run_start:stop], ends, _grow(rows, rest, stop, min_shared, stop)))
+        else:  # too short to share: the runs below it begin with it
+            nodes += _grow(rows, rest, stop, min_shared, run_start)
     return nodes
 
 
