@@ -427,9 +427,26 @@ def test_template_sources_reuse_the_main_scoring(tiny_gpt2):
         lm = RecordingLM(table)
         bvf.template_source_risks(lm, scored_groups, sources, scored_words, scored=main)
         assert len(lm.prompts) == n_prompts
+    # a source sharing templates with the main scoring scores only its other templates
     lm = RecordingLM(table)
     bvf.template_source_risks(lm, groups, [appendix, shipped.head(2)], words, scored=main)
-    assert len(lm.prompts) == 8
+    assert len(lm.prompts) == 4
+
+
+def test_template_sources_reuse_shared_templates(tiny_gpt2):
+    """Issue 25: a source holding some of the scored templates (Appendix A's "explained that") reads them from
+    the main scoring, with the numbers of scoring the whole source afresh."""
+    gender = probes.load_attribute_words("gender")
+    groups = ["nurse", "chef"]
+    shipped = probes.load_templates("gender_templates").head(4)
+    mixed = pd.concat([probes.load_templates("gender_templates_appendix_a").head(2), shipped.tail(2)],
+                      ignore_index=True).assign(weight=[0.1, 0.2, 0.3, 0.4])
+    mixed.attrs["source"] = "mixed"
+    main = bvf.attribute_probabilities(tiny_gpt2, groups, probes.keep_coverage(shipped, 1.0), gender)
+    fresh = bvf.template_source_risks(tiny_gpt2, groups, [mixed], gender)
+    reused = bvf.template_source_risks(tiny_gpt2, groups, [mixed], gender, scored=main)
+    pd.testing.assert_frame_equal(reused, fresh, rtol=1e-6)
+    assert fresh.loc["mixed", "R"] > 0
 
 
 def test_check_settings_and_regressions():

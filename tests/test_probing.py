@@ -309,6 +309,16 @@ def test_score_probes_and_results_on_a_tiny_model(tiny_gpt2):
 
     words = P.score_words(tiny_gpt2)
     assert len(words) == 159 and words.jsd.between(0, 1).all()
+    # Issue 25: the words the template-based probes scored are read from them, with the same numbers
+    asked = []
+    plain_scoring = tiny_gpt2.next_word_probs
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tiny_gpt2, "next_word_probs", lambda prompts, w: asked.extend(prompts) or plain_scoring(prompts, w))
+        reused = P.score_words(tiny_gpt2, scored=scored)
+        assert len(asked) == 155 and not set(asked) & set(scored.prompt)
+        P.score_words(tiny_gpt2, female=FEMALE[:4], male=MALE[:4], scored=scored)
+        assert len(asked) == 155 + 159
+    pd.testing.assert_frame_equal(reused, words, rtol=1e-5)
     results = T.results_table(scored, words, n_resamples=50)
     headline = results[results.level == "headline"].set_index("metric")
     assert sorted(headline.index) == ["R_f", "gendered_share", "jsd"]

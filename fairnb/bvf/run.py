@@ -247,14 +247,23 @@ def attribute_probabilities(lm: LanguageModel, groups: Sequence[str], templates:
     return topic_probabilities(lm, groups, {"topic": templates}, {"topic": categories}, tolerance, words)["topic"]
 
 
-def _scored_on(kept: pd.DataFrame, groups: Sequence[str], categories: Mapping[str, Sequence[str]],
-               scored: pd.DataFrame | None) -> bool:
-    """Whether ``scored`` holds exactly these groups and categories on the templates and weights of ``kept``."""
+def _reusable_rows(kept: pd.DataFrame, groups: Sequence[str], categories: Mapping[str, Sequence[str]],
+                   scored: pd.DataFrame | None, tolerance: float) -> pd.DataFrame:
+    """The rows of ``scored`` for the templates of ``kept`` that it holds, weighted as in ``kept``.
+
+    Empty unless ``scored`` holds exactly these groups and categories. With ``tolerance > 0`` a
+    word's skipping depends on all the prompts scored together, so rows are reused only when
+    ``scored`` holds exactly the templates of ``kept``.
+    """
+    none = pd.DataFrame(columns=["template"])
     if scored is None or list(dict.fromkeys(scored["group"])) != list(groups) or set(scored["category"]) != set(
             categories):
-        return False
-    pairs = scored.drop_duplicates("template")[["template", "weight"]].reset_index(drop=True)
-    return pairs.equals(kept[["template", "weight"]].astype({"weight": float}).reset_index(drop=True))
+        return none
+    if tolerance != 0 and set(scored["template"]) != set(kept["template"]):
+        return none
+    weight = kept.set_index("template")["weight"].astype(float)
+    rows = scored[scored["template"].isin(weight.index)]
+    return rows.assign(weight=rows["template"].map(weight))
 
 
 def template_source_risks(lm: LanguageModel, groups: Sequence[str], sources: Sequence[pd.DataFrame],
@@ -268,14 +277,20 @@ def template_source_risks(lm: LanguageModel, groups: Sequence[str], sources: Seq
     on this section too. ``scored`` (optional) is :func:`attribute_probabilities` of these
     groups, categories, tolerance and words on some templates, the page's main scoring: a
     source whose kept templates and weights are exactly those is read from it, not scored
-    again. One row per source (index: its name) with the templates kept, the templates in the
-    source, the dropped weight and ``R, R_b, R_v``.
+    again, and a source that shares some templates with it scores only the others (the
+    probabilities of a prompt do not depend on the template weights). One row per source
+    (index: its name) with the templates kept, the templates in the source, the dropped weight
+    and ``R, R_b, R_v``.
     """
     rows: dict[str, dict[str, object]] = {}
     for source in sources:
         kept = keep_coverage(source, coverage)
-        probs = scored if _scored_on(kept, groups, categories, scored) else attribute_probabilities(
-            lm, groups, kept, categories, tolerance, words)
+        known = _reusable_rows(kept, groups, categories, scored, tolerance)
+        fresh = kept[~kept["template"].isin(known["template"])]
+        parts = [known] + ([attribute_probabilities(lm, groups, fresh, categories, tolerance, words)] if len(fresh) else [])
+        order = {t: i for i, t in enumerate(kept["template"])}
+        probs = pd.concat([part for part in parts if len(part)]).sort_values(
+            "template", key=lambda t: t.map(order), kind="stable")
         totals = risk_table(probs, k=k, criterion=criterion)[1]
         rows[source.attrs.get("source", f"source {len(rows) + 1}")] = {
             "templates kept": len(kept), "templates in source": len(source),

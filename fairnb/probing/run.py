@@ -220,13 +220,24 @@ def producible_pairs(lm: LanguageModel, female: Sequence[str], male: Sequence[st
 
 
 def _with_probabilities(lm: LanguageModel, table: pd.DataFrame, chat: bool, female: list[str],
-                        male: list[str]) -> pd.DataFrame:
-    """``table`` (with its ``prompt`` column) plus ``p_female``, ``p_male``, ``r_f``, ``r_m`` and ``jsd``."""
-    probs = attribute_word_probs(lm, table["prompt"], female + male, chat)
-    p_female, p_male = probs[:, :len(female)], probs[:, len(female):]
+                        male: list[str], known: pd.DataFrame | None = None) -> pd.DataFrame:
+    """``table`` (with its ``prompt`` column) plus ``p_female``, ``p_male``, ``r_f``, ``r_m`` and ``jsd``.
+
+    Prompts that ``known`` (an earlier result of this function) scored with the same model, words
+    and chat flag are read from it, not scored again.
+    """
+    scoring = (lm.fingerprint, tuple(female), tuple(male), chat)
+    probs = {} if known is None or known.attrs.get("scoring") != scoring else {
+        prompt: np.concatenate([f, m]) for prompt, f, m in zip(known["prompt"], known["p_female"], known["p_male"])}
+    new = [prompt for prompt in dict.fromkeys(table["prompt"]) if prompt not in probs]
+    if new:
+        probs.update(zip(new, attribute_word_probs(lm, new, female + male, chat)))
+    stacked = np.stack([probs[prompt] for prompt in table["prompt"]])
+    p_female, p_male = stacked[:, :len(female)], stacked[:, len(female):]
     table = table.assign(p_female=list(p_female), p_male=list(p_male))
     table["r_f"], table["r_m"] = attribute_shares(p_female, p_male)
     table["jsd"] = jsd(p_female, p_male)
+    table.attrs["scoring"] = scoring
     return table.reset_index(drop=True)
 
 
@@ -260,16 +271,18 @@ def score_probes(lm: LanguageModel, probes: pd.DataFrame, frame: str = "auto", m
 
 def score_words(lm: LanguageModel, frame: str = "auto", instruction: str = INSTRUCTION,
                 female: Sequence[str] | None = None, male: Sequence[str] | None = None,
-                features_path=None, wording: str = "paper") -> pd.DataFrame:
+                features_path=None, wording: str = "paper", scored: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every template word's attribute-word probabilities, without generation (the appendix figures).
 
     One forward pass per word of the four feature lists (159 for the paper's lists): the
-    columns of :func:`score_probes` except ``continuation`` and ``label``.
+    columns of :func:`score_probes` except ``continuation`` and ``label``. ``scored``
+    (optional, :func:`score_probes` of the page) gives the words its template-based probes
+    already scored in the same frame and with the same words: they are read from it.
     """
     female, male = producible_pairs(lm, *_words(female, male))
     probes = template_probes(path=features_path, wording=wording)
     prompts, chat = framed_inputs(lm, probes["sentence"], frame, instruction)
-    return _with_probabilities(lm, probes.assign(prompt=prompts), chat, female, male)
+    return _with_probabilities(lm, probes.assign(prompt=prompts), chat, female, male, scored)
 
 
 def _words(female: Sequence[str] | None, male: Sequence[str] | None) -> tuple[list[str], list[str]]:
