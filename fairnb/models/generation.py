@@ -1,8 +1,10 @@
 """Batched generation with an explicit decoding configuration and per-prompt seeded sampling.
 
-Prompts are grouped by length, left-padded and generated in batches. Decoding follows
-:class:`Decoding` alone: ``model.generate`` gets a fresh ``GenerationConfig`` (greedy, one beam,
-no repetition penalty) with ``use_model_defaults=False``, so a hub model's
+Prompts are grouped by length, left-padded and decoded in batches by :func:`_decode`, one
+token per step; a row that emitted an end-of-sequence token leaves the batch (its ids, mask,
+cached keys/values and sampling generator), so finished rows cost nothing and the texts are
+those ``model.generate`` gives. Decoding follows :class:`Decoding` alone (greedy steps, no
+repetition penalty, as ``model.generate`` with ``use_model_defaults=False``): a hub model's
 ``generation_config`` (its ``top_p``, ``repetition_penalty``...) never leaks in; only its
 end-of-sequence tokens are kept.
 
@@ -21,6 +23,7 @@ numbers are those of the plain layout up to floating-point rounding.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import math
 import os
 import weakref
@@ -193,12 +196,14 @@ def _decode(lm: LanguageModel, inputs: dict, mask: torch.Tensor, cache, processo
     new = torch.full((mask.shape[0], max_new_tokens), lm.tokenizer.pad_token_id, dtype=torch.long, device=device)
     alive = torch.arange(mask.shape[0], device=device)
     start = cache.get_seq_length()
+    takes = inspect.signature(lm.model.forward).parameters
     for step in range(max_new_tokens):
         width = mask.shape[1] - start
+        extra = {name: value for name, value in (("logits_to_keep", 1), ("cache_position", torch.arange(
+            start, start + width, device=device))) if name in takes}  # the last position's logits only
         logits = lm.model(**inputs, attention_mask=mask, position_ids=position_ids(mask)[:, start:],
-                          past_key_values=cache, use_cache=True, logits_to_keep=1,
-                          cache_position=torch.arange(start, start + width, device=device)).logits
-        tokens = processors(alive[:, None], logits[:, -1].float()).argmax(-1)
+                          past_key_values=cache, use_cache=True, **extra).logits
+        tokens = processors(cast(torch.LongTensor, alive[:, None]), logits[:, -1].float()).argmax(-1)
         new[alive, step] = tokens
         done = torch.isin(tokens, eos)
         if step == max_new_tokens - 1 or bool(done.all()):
