@@ -359,12 +359,13 @@ def test_chunked_generation_runs_the_batches_of_one_unchunked_run(tiny_gpt2_path
 
     monkeypatch.setattr(generation, "SHARED_SAVING", 1.0)  # the plain layout (these prompts share prefixes)
     prompts = [f"{p} {'and so on ' * (i % 3)}{i}".strip() for i, p in enumerate(PROMPTS * 3)][::-1]
-    batches = {}
+    decode, batches = generation._decode, {}
     for chunk_rows in (4, 10**9):
         lm = load_model(str(tiny_gpt2_path), device="cpu", use_cache=False)
         lm.generation_chunk_rows, lm.batch_size = chunk_rows, 8                 # generation batches of 4
-        forward, seen = lm.model.generate, []
-        lm.model.generate = lambda *a, seen=seen, forward=forward, **k: seen.append(k["input_ids"].tolist()) or forward(*a, **k)
+        seen: list = []
+        monkeypatch.setattr(generation, "_decode",
+                            lambda lm, inputs, *a, seen=seen: seen.append(inputs["input_ids"].tolist()) or decode(lm, inputs, *a))
         texts = lm.generate(prompts, max_new_tokens=3)
         batches[chunk_rows] = (seen, texts)
     assert len(batches[4][0]) == 3 and batches[4] == batches[10**9]        # the same padded batches, the same texts

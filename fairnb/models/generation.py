@@ -1,8 +1,10 @@
 """Batched generation with an explicit decoding configuration and per-prompt seeded sampling.
 
-Prompts are grouped by length, left-padded and generated in batches. Decoding follows
-:class:`Decoding` alone: ``model.generate`` gets a fresh ``GenerationConfig`` (greedy, one beam,
-no repetition penalty) with ``use_model_defaults=False``, so a hub model's
+Prompts are grouped by length, left-padded and decoded in batches by :func:`_decode`, one
+token per step; a row that emitted an end-of-sequence token leaves the batch (its ids, mask,
+cached keys/values and sampling generator), so finished rows cost nothing and the texts are
+those ``model.generate`` gives. Decoding follows :class:`Decoding` alone (greedy steps, no
+repetition penalty, as ``model.generate`` with ``use_model_defaults=False``): a hub model's
 ``generation_config`` (its ``top_p``, ``repetition_penalty``...) never leaks in; only its
 end-of-sequence tokens are kept.
 
@@ -21,6 +23,7 @@ numbers are those of the plain layout up to floating-point rounding.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import math
 import os
 import weakref
@@ -153,6 +156,10 @@ class RowGumbel(LogitsProcessor):
     def __init__(self, seeds: Sequence[int], device: str | torch.device):
         self.generators = [torch.Generator(device=device).manual_seed(s) for s in seeds]
 
+    def keep(self, rows: Sequence[int]) -> None:
+        """Keep the generators of ``rows`` only (the rows still decoding, in their new order)."""
+        self.generators = [self.generators[r] for r in rows]
+
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         uniform = torch.empty(scores.shape, device=scores.device)
         for row, g in zip(uniform, self.generators):
@@ -166,6 +173,52 @@ class RowGumbel(LogitsProcessor):
         noisy = torch.full_like(values, -math.inf)
         noisy[kept] = values[kept] - torch.log(-torch.log(uniform[kept].clamp(tiny, 1 - 1e-7)))
         return cast(torch.FloatTensor, noisy)
+
+
+def _eos_ids(lm: LanguageModel) -> list[int]:
+    """The model's end-of-sequence token ids (its ``generation_config``'s, else the tokenizer's)."""
+    eos = generation_config(lm, 1).eos_token_id
+    return [] if eos is None else [int(eos)] if isinstance(eos, int) else [int(e) for e in eos]
+
+
+def _decode(lm: LanguageModel, inputs: dict, mask: torch.Tensor, cache, processors: LogitsProcessorList,
+            max_new_tokens: int) -> torch.Tensor:
+    """New token ids ``[rows, steps]`` (pad after a row's end-of-sequence token), one token per step.
+
+    ``inputs`` holds the ``input_ids`` or ``inputs_embeds`` of the positions not in ``cache``
+    (a ``DynamicCache``, maybe empty); ``mask`` covers the cached positions and those. Each step
+    runs the model on the rows still decoding only: a row that emitted an end-of-sequence token
+    leaves the batch (its input, mask, cached keys/values and generator), so the texts are
+    ``model.generate``'s while finished rows cost nothing.
+    """
+    device = mask.device
+    eos = torch.tensor(_eos_ids(lm), dtype=torch.long, device=device)
+    new = torch.full((mask.shape[0], max_new_tokens), lm.tokenizer.pad_token_id, dtype=torch.long, device=device)
+    alive = torch.arange(mask.shape[0], device=device)
+    start = cache.get_seq_length()
+    takes = inspect.signature(lm.model.forward).parameters
+    for step in range(max_new_tokens):
+        width = mask.shape[1] - start
+        extra = {name: value for name, value in (("logits_to_keep", 1), ("cache_position", torch.arange(
+            start, start + width, device=device))) if name in takes}  # the last position's logits only
+        logits = lm.model(**inputs, attention_mask=mask, position_ids=position_ids(mask)[:, start:],
+                          past_key_values=cache, use_cache=True, **extra).logits
+        tokens = processors(cast(torch.LongTensor, alive[:, None]), logits[:, -1].float()).argmax(-1)
+        new[alive, step] = tokens
+        done = torch.isin(tokens, eos)
+        if step == max_new_tokens - 1 or bool(done.all()):
+            break
+        start += width
+        if bool(done.any()):  # one host sync per step
+            kept = (~done).nonzero().squeeze(-1)
+            alive, tokens, mask = alive[kept], tokens[kept], mask[kept]
+            cache.batch_select_indices(kept)
+            for processor in processors:
+                if isinstance(processor, RowGumbel):
+                    processor.keep(kept.tolist())
+        mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
+        inputs = dict(input_ids=tokens[:, None])
+    return new
 
 
 def _with_prefix(lm: LanguageModel, ids: torch.Tensor, mask: torch.Tensor, prefix: torch.Tensor,
@@ -361,7 +414,8 @@ def _encode_shared(lm: LanguageModel, rows: _Rows, groups: list[tuple[list[int],
     return states
 
 
-def _generate_shared(lm: LanguageModel, rows: _Rows, groups: list[tuple[list[int], int]], common: dict):
+def _generate_shared(lm: LanguageModel, rows: _Rows, groups: list[tuple[list[int], int]],
+                     processors: LogitsProcessorList, max_new_tokens: int):
     """New token ids of the groups' rows: shared prefixes from :func:`_encode_shared`, copied
     to each member; each row's own rest encoded by ``model.generate`` on that cache."""
     states = _encode_shared(lm, rows, groups)
@@ -376,8 +430,10 @@ def _generate_shared(lm: LanguageModel, rows: _Rows, groups: list[tuple[list[int
         ids[i, past + rest - (len(row) - shared):], mask[i, past + rest - (len(row) - shared):] = torch.tensor(row[shared:]), 1
     by_row = torch.as_tensor([g for _, g in members], device=lm.device)
     padded = [(k.index_select(0, by_row), v.index_select(0, by_row)) for k, v in _pad_states(states, past)]
+    # model.generate here, not _decode: on SmolLM2's chat prompts _decode's texts differed from it in this layout
     out = lm.model.generate(input_ids=ids.to(lm.device), attention_mask=mask.to(lm.device),  # type: ignore[operator]  # torch types nn.Module attributes as Tensor
-                            past_key_values=_cache(lm, padded), **common)
+                            past_key_values=_cache(lm, padded), logits_processor=processors, use_model_defaults=False,
+                            generation_config=generation_config(lm, max_new_tokens))
     return [r for r, _ in members], out[:, past + rest:]
 
 
@@ -431,7 +487,6 @@ def generate(
     extra = decoding.max_new_tokens + (0 if prefix_embeds is None else prefix_embeds.shape[-2])
     check_fits(rows, extra, lm.model.config, "the soft prefix and the new tokens")
     texts: list[str] = [""] * len(rows)
-    config = generation_config(lm, decoding.max_new_tokens)
     batch_rows = max(1, lm.batch_size // 2)
 
     def processors(batch: Sequence[int] | np.ndarray) -> LogitsProcessorList:
@@ -445,21 +500,18 @@ def generate(
         shared = _shared_batches(lm, items, batch_rows, decoding.max_new_tokens) if share_prefixes else None
         for groups in shared or []:
             members = [r for rs, _ in groups for r in rs]
-            common = dict(generation_config=config, logits_processor=processors(members), use_model_defaults=False)
-            order, new = _generate_shared(lm, items, groups, common)
+            order, new = _generate_shared(lm, items, groups, processors(members), decoding.max_new_tokens)
             for i, seq in zip(order, new):
                 texts[i] = tok.decode(seq, skip_special_tokens=True)
         for batch in [] if shared else batches_by_length([len(r) for r in rows], batch_rows):
             ids, mask = left_pad([rows[i] for i in batch], tok.pad_token_id)
             ids, mask = ids.to(lm.device), mask.to(lm.device)
-            common = dict(generation_config=config, logits_processor=processors(batch), use_model_defaults=False)
-            if prefix_embeds is None:
-                out = lm.model.generate(input_ids=ids, attention_mask=mask, **common)  # type: ignore[operator]  # torch types nn.Module attributes as Tensor
-                new = out[:, ids.shape[1]:]
-            else:
+            inputs: dict = dict(input_ids=ids)
+            if prefix_embeds is not None:
                 prefix = prefix_embeds if prefix_embeds.dim() == 2 else prefix_embeds[torch.as_tensor(batch)]
-                embeds, emb_mask = _with_prefix(lm, ids, mask, prefix, [len(heads[i]) for i in batch])
-                new = lm.model.generate(inputs_embeds=embeds, attention_mask=emb_mask, **common)  # type: ignore[operator]  # as above
+                embeds, mask = _with_prefix(lm, ids, mask, prefix, [len(heads[i]) for i in batch])
+                inputs = dict(inputs_embeds=embeds)
+            new = _decode(lm, inputs, mask, _cache(lm, None), processors(batch), decoding.max_new_tokens)
             for i, seq in zip(batch, new):
                 texts[i] = tok.decode(seq, skip_special_tokens=True)
     return texts

@@ -1,0 +1,111 @@
+"""The decoding loop (rows leave the batch at end-of-sequence) gives ``model.generate``'s tokens."""
+from __future__ import annotations
+
+import copy
+from types import SimpleNamespace
+
+import pytest
+import torch
+from transformers import GenerationConfig, LogitsProcessorList
+
+from fairnb.models import generation
+from fairnb.models.batching import left_pad
+
+PAD = 0
+NEW = 10
+
+
+def tiny_causal(kind: str):
+    from transformers import (
+        Gemma3ForCausalLM,
+        Gemma3TextConfig,
+        GPT2Config,
+        GPT2LMHeadModel,
+        LlamaConfig,
+        LlamaForCausalLM,
+    )
+
+    torch.manual_seed(0)
+    small = dict(vocab_size=48, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                 num_key_value_heads=1)
+    if kind == "gpt2":
+        return GPT2LMHeadModel(GPT2Config(vocab_size=48, n_embd=32, n_layer=2, n_head=2, n_positions=64)).eval()
+    if kind == "llama":
+        return LlamaForCausalLM(LlamaConfig(**small)).eval()
+    # a sliding window shorter than the rows, so the hybrid cache drops positions
+    return Gemma3ForCausalLM(Gemma3TextConfig(**small, head_dim=16, sliding_window=5,
+                                              layer_types=["sliding_attention", "full_attention"])).eval()
+
+
+def fake_lm(model, eos: int):
+    model.generation_config.eos_token_id = eos
+    return SimpleNamespace(model=model, tokenizer=SimpleNamespace(pad_token_id=PAD, eos_token_id=eos))
+
+
+def processors(decoding: generation.Decoding, rows: int) -> LogitsProcessorList:
+    found = LogitsProcessorList(decoding.warpers())
+    if decoding.sampled:
+        found.append(generation.RowGumbel(range(100, 100 + rows), "cpu"))
+    return found
+
+
+def reference(lm, decoding, **inputs) -> torch.Tensor:
+    """``model.generate``'s new tokens, padded to NEW steps."""
+    config = GenerationConfig(max_new_tokens=NEW, do_sample=False, num_beams=1, pad_token_id=PAD,
+                              eos_token_id=lm.model.generation_config.eos_token_id)
+    out = lm.model.generate(**inputs, generation_config=config, use_model_defaults=False,
+                            logits_processor=processors(decoding, inputs["attention_mask"].shape[0]))
+    new = out if "inputs_embeds" in inputs else out[:, inputs["input_ids"].shape[1]:]
+    return torch.nn.functional.pad(new, (0, NEW - new.shape[1]), value=PAD)
+
+
+ROWS = [[5, 9, 3, 7, 11, 2], [4, 4], [13, 8, 21, 30], [6, 17, 1, 2, 40, 33, 12, 9], [19, 3, 3]]
+DECODINGS = [generation.Decoding(NEW), generation.Decoding(NEW, 1.0, 20, 0.9)]
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama", "gemma3"])
+@pytest.mark.parametrize("decoding", DECODINGS, ids=["greedy", "sampled"])
+def test_decoding_loop_gives_the_tokens_of_model_generate(kind, decoding):
+    model = tiny_causal(kind)
+    ids, mask = left_pad(ROWS, PAD)
+    with torch.inference_mode():
+        free = reference(fake_lm(model, -1), decoding, input_ids=ids, attention_mask=mask)
+        eos = int(free[:, 1:].flatten().mode().values)  # a token the model emits often: rows end at different steps
+        lm = fake_lm(model, eos)
+        expected = reference(lm, decoding, input_ids=ids, attention_mask=mask)
+        ended = (expected == eos).any(dim=1)
+        assert ended.any() and len({int(r.argmax()) for r in (expected == eos)[ended].int()}) + (~ended).any() > 1
+        plain = generation._decode(lm, dict(input_ids=ids), mask, generation._cache(lm, None),
+                                   processors(decoding, len(ROWS)), NEW)
+        assert torch.equal(plain, expected)
+
+        embeds = model.get_input_embeddings()(ids) + 0.1 * torch.randn(ids.shape[0], ids.shape[1], 32)
+        expected = reference(lm, decoding, inputs_embeds=embeds, attention_mask=mask)
+        soft = generation._decode(lm, dict(inputs_embeds=embeds), mask, generation._cache(lm, None),
+                                  processors(decoding, len(ROWS)), NEW)
+        assert torch.equal(soft, expected)
+
+        if kind != "gemma3":  # generate() only shares prefixes that fit in the window
+            past = 3
+            cache = generation._cache(lm, None)
+            model(input_ids=ids[:, :past], attention_mask=mask[:, :past], past_key_values=cache, use_cache=True)
+            expected = reference(lm, decoding, input_ids=ids, attention_mask=mask, past_key_values=copy.deepcopy(cache))
+            cached = generation._decode(lm, dict(input_ids=ids[:, past:]), mask, cache,
+                                        processors(decoding, len(ROWS)), NEW)
+            assert torch.equal(cached, expected)
+
+
+def test_finished_rows_leave_the_batch(tiny_gpt2, monkeypatch):
+    """Rows stop costing model work once they emitted end-of-sequence: fewer rows per step than the batch."""
+    model = tiny_gpt2.model
+    rows_per_call: list[int] = []
+    forward = model.forward
+    monkeypatch.setattr(model, "forward", lambda *a, **k: rows_per_call.append(k["attention_mask"].shape[0]) or forward(*a, **k))
+    ids, mask = left_pad(ROWS, PAD)
+    with torch.inference_mode():
+        new = generation._decode(SimpleNamespace(model=model, tokenizer=tiny_gpt2.tokenizer), dict(input_ids=ids), mask,
+                                 generation._cache(tiny_gpt2, None), LogitsProcessorList(), NEW)
+    eos = generation._eos_ids(tiny_gpt2)
+    steps = [int(torch.isin(r, torch.tensor(eos)).int().argmax()) + 1 if torch.isin(r, torch.tensor(eos)).any() else NEW
+             for r in new]
+    assert rows_per_call == [sum(s > step for s in steps) for step in range(max(steps))]
