@@ -417,7 +417,7 @@ def _encode_shared(lm: LanguageModel, rows: _Rows, groups: list[tuple[list[int],
 def _generate_shared(lm: LanguageModel, rows: _Rows, groups: list[tuple[list[int], int]],
                      processors: LogitsProcessorList, max_new_tokens: int):
     """New token ids of the groups' rows: shared prefixes from :func:`_encode_shared`, copied
-    to each member; each row's own rest encoded by ``model.generate`` on that cache."""
+    to each member; each row's own rest encoded by :func:`_decode` on that cache."""
     states = _encode_shared(lm, rows, groups)
     members = [(r, g) for g, (rs, _) in enumerate(groups) for r in rs]
     past = max(shared for _, shared in groups)
@@ -430,11 +430,9 @@ def _generate_shared(lm: LanguageModel, rows: _Rows, groups: list[tuple[list[int
         ids[i, past + rest - (len(row) - shared):], mask[i, past + rest - (len(row) - shared):] = torch.tensor(row[shared:]), 1
     by_row = torch.as_tensor([g for _, g in members], device=lm.device)
     padded = [(k.index_select(0, by_row), v.index_select(0, by_row)) for k, v in _pad_states(states, past)]
-    # model.generate here, not _decode: on SmolLM2's chat prompts _decode's texts differed from it in this layout
-    out = lm.model.generate(input_ids=ids.to(lm.device), attention_mask=mask.to(lm.device),  # type: ignore[operator]  # torch types nn.Module attributes as Tensor
-                            past_key_values=_cache(lm, padded), logits_processor=processors, use_model_defaults=False,
-                            generation_config=generation_config(lm, max_new_tokens))
-    return [r for r, _ in members], out[:, past + rest:]
+    new = _decode(lm, dict(input_ids=ids[:, past:].to(lm.device)), mask.to(lm.device), _cache(lm, padded),
+                  processors, max_new_tokens)
+    return [r for r, _ in members], new
 
 
 def _shared_batches(lm: LanguageModel, rows: _Rows, batch_rows: int, extra: int) -> list[list[tuple[list[int], int]]] | None:
