@@ -227,8 +227,10 @@ def _rebound(parameter: str, values: Sequence, pivots: Sequence[PivotSet], model
     each value bounded from the first n' draws of every pivot set at its confidence; ``served``
     (the main run's answers at ``n``) serves when it holds enough draws."""
     largest = max(values) if parameter == "n" else n
-    enough = served is not None and int(served.certificates.n.min()) >= largest
-    result = served if enough else certify(pivots, sampler, model, detector, largest, confidence, **generation)
+    if served is not None and int(served.certificates.n.min()) >= largest:
+        result = served
+    else:
+        result = certify(pivots, sampler, model, detector, largest, confidence, **generation)
     verdicts = result.samples.groupby(["pivot_set", "sample"], sort=False).agg(
         unbiased=("biased", lambda b: not b.iloc[0]), refused=("refused", "any")).reset_index()
     frames = []
