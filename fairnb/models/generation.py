@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 import torch
 from transformers import (
-    GenerationConfig,
     LogitsProcessor,
     LogitsProcessorList,
     TemperatureLogitsWarper,
@@ -118,19 +117,6 @@ class NucleusFilter(LogitsProcessor):
         return cast(torch.FloatTensor, scores.masked_fill(removed, -float("inf")))
 
 
-def generation_config(lm: LanguageModel, max_new_tokens: int) -> GenerationConfig:
-    """The explicit configuration ``model.generate`` runs under: greedy steps, no penalties.
-
-    Sampling, when asked for, comes from the logits processors (:meth:`Decoding.warpers` and
-    :class:`RowGumbel`); the model's own stop tokens are kept.
-    """
-    own = lm.model.generation_config
-    eos = own.eos_token_id if own is not None else lm.tokenizer.eos_token_id
-    return GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, num_beams=1, repetition_penalty=1.0,
-                            no_repeat_ngram_size=0, pad_token_id=lm.tokenizer.pad_token_id, eos_token_id=eos,
-                            bos_token_id=lm.model.config.bos_token_id)
-
-
 def row_seeds(prompts: Sequence[str], seed: int) -> list[int]:
     """One sampling seed per prompt from (``seed``, the prompt, how many equal prompts came before).
 
@@ -177,7 +163,8 @@ class RowGumbel(LogitsProcessor):
 
 def _eos_ids(lm: LanguageModel) -> list[int]:
     """The model's end-of-sequence token ids (its ``generation_config``'s, else the tokenizer's)."""
-    eos = generation_config(lm, 1).eos_token_id
+    own = lm.model.generation_config
+    eos = own.eos_token_id if own is not None else lm.tokenizer.eos_token_id
     return [] if eos is None else [int(eos)] if isinstance(eos, int) else [int(e) for e in eos]
 
 
