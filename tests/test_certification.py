@@ -416,22 +416,6 @@ def test_ablation_over_prefix_and_run_parameters(tiny_gpt2):
         cert.ablate("gamma", [0.5], PIVOTS, tiny_gpt2, FlagFirst(), params, **settings)
 
 
-def test_ablation_served_by_the_main_run_equals_the_plain_ablation(tiny_gpt2, monkeypatch):
-    params = dict(q=5, main=["You are Max."], helpers=["Be short."], p_interleave=0.2, p_mutate=0.01)
-    settings = dict(max_new_tokens=3, temperature=1.0, top_k=10, seed=0)
-    ablations = {"q": [2, 5], "n": [2, 4], "confidence": [0.9, 0.99], "temperature": [0.5, 1.0]}
-    plain = cert.ablation_study(ablations, PIVOTS, tiny_gpt2, FlagFirst(), params, "jailbreak", n=4, **settings)
-    main = cert.certify_kinds(PIVOTS, ["random", "jailbreak"], tiny_gpt2, FlagFirst(), params, n=4, **settings)
-    calls = []
-    monkeypatch.setattr(cert.run, "certify", lambda *a, **k: calls.append(k) or cert.certify(*a, **k))
-    served = cert.ablation_study(ablations, PIVOTS, tiny_gpt2, FlagFirst(), params, "jailbreak", n=4, main=main,
-                                 **settings)
-    pd.testing.assert_frame_equal(served.certificates, plain.certificates)
-    assert [k["temperature"] for k in calls] == [1.0, 0.5]  # only q = 2 and T = 0.5 generate
-    other = cert.certify_kinds(PIVOTS[:1], ["jailbreak"], tiny_gpt2, FlagFirst(), params, n=4, **settings)
-    assert cert.run._main_certification(other, PIVOTS, "jailbreak") is None  # other pivot sets: not served
-
-
 def test_ablation_study_skips_soft_parameters_without_embeddings(tiny_gpt2):
     params = dict(q=5, main=["You are Max."], helpers=["Be short."], tokenizer=tiny_gpt2.tokenizer)
     settings = dict(n=2, max_new_tokens=3, temperature=1.0, top_k=10, seed=0)

@@ -168,7 +168,7 @@ def certify_kinds(pivots: Sequence[PivotSet], kinds: Sequence[str], model: Langu
 
 def ablate(parameter: str, values: Sequence, pivots: Sequence[PivotSet], model: LanguageModel,
            detector: Detector, sampler_params: dict, kind: str | None = None, n: int = 50,
-           confidence: float = 0.95, main: Certification | None = None, **generation) -> pd.DataFrame:
+           confidence: float = 0.95, **generation) -> pd.DataFrame:
     """Certificates for each value of one parameter, all else fixed (Appendix E).
 
     ``parameter`` is a prefix parameter (``q``, ``p_interleave``, ``p_mutate``, ``mag``,
@@ -176,10 +176,6 @@ def ablate(parameter: str, values: Sequence, pivots: Sequence[PivotSet], model: 
     ``temperature``, ``top_k``, ``max_new_tokens``; certified with prefix ``kind``).
     ``sampler_params`` go to :func:`make_sampler`, ``generation`` to :func:`certify`. The
     parameter and its value are in the columns ``parameter`` and ``parameter_value``.
-
-    ``main`` (the :func:`certify_kinds` result of the same pivots, sampler parameters and
-    generation settings) serves every value that repeats its setting, and ``n`` / ``confidence``
-    up to its n, without generating: the same certificates :func:`certify` would compute again.
     """
     if parameter not in SAMPLER_PARAMETERS and parameter not in RUN_PARAMETERS:
         raise ValueError(f"Unknown ablation parameter {parameter!r}: use one of "
@@ -188,49 +184,29 @@ def ablate(parameter: str, values: Sequence, pivots: Sequence[PivotSet], model: 
         raise ValueError("The list of ablation values is empty.")
     if parameter in RUN_PARAMETERS:
         _run_kind(kind, parameter)  # before any work
-    prefix_kind = SAMPLER_PARAMETERS.get(parameter) or _run_kind(kind, parameter)
-    served = _main_certification(main, pivots, prefix_kind)
     if parameter in REBOUND_PARAMETERS:
-        return _rebound(parameter, values, pivots, model, detector, make_sampler(prefix_kind, **sampler_params), n,
-                        confidence, served, **generation)
+        return _rebound(parameter, values, pivots, model, detector, make_sampler(_run_kind(kind, parameter), **sampler_params), n,
+                        confidence, **generation)
     frames = []
-    current = {**sampler_params, **generation}
     for value in values:
         settings = dict(generation, n=n, confidence=confidence)
-        if served is not None and parameter in current and current[parameter] == value:
-            result = served
-        elif parameter in SAMPLER_PARAMETERS:
-            sampler = make_sampler(prefix_kind, **{**sampler_params, parameter: value})
-            result = certify(pivots, sampler, model, detector, **settings)
+        if parameter in SAMPLER_PARAMETERS:
+            sampler = make_sampler(SAMPLER_PARAMETERS[parameter], **{**sampler_params, parameter: value})
         else:
+            sampler = make_sampler(_run_kind(kind, parameter), **sampler_params)
             settings[parameter] = value
-            result = certify(pivots, make_sampler(prefix_kind, **sampler_params), model, detector, **settings)
+        result = certify(pivots, sampler, model, detector, **settings)
         frames.append(result.certificates.assign(
             parameter=parameter, parameter_value=pd.Series([value] * len(result.certificates), dtype=object)))
     return pd.concat(frames, ignore_index=True)
 
 
-def _main_certification(main: Certification | None, pivots: Sequence[PivotSet], kind: str) -> Certification | None:
-    """The part of ``main`` certified with prefix ``kind`` on exactly ``pivots`` (None when it holds other sets)."""
-    if main is None or kind not in set(main.certificates.prefix):
-        return None
-    certificates = main.certificates[main.certificates.prefix == kind].reset_index(drop=True)
-    if list(certificates.pivot_set) != [p.id for p in pivots]:
-        return None
-    return Certification(certificates, main.samples[main.samples.prefix == kind].reset_index(drop=True))
-
-
 def _rebound(parameter: str, values: Sequence, pivots: Sequence[PivotSet], model: LanguageModel, detector: Detector,
-             sampler: PrefixSampler, n: int, confidence: float, served: Certification | None = None,
-             **generation) -> pd.DataFrame:
+             sampler: PrefixSampler, n: int, confidence: float, **generation) -> pd.DataFrame:
     """Ablate ``confidence`` or ``n`` from one set of answers: n = max(values) draws (or ``n``),
-    each value bounded from the first n' draws of every pivot set at its confidence; ``served``
-    (the main run's answers at ``n``) serves when it holds enough draws."""
+    each value bounded from the first n' draws of every pivot set at its confidence."""
     largest = max(values) if parameter == "n" else n
-    if served is not None and int(served.certificates.n.min()) >= largest:
-        result = served
-    else:
-        result = certify(pivots, sampler, model, detector, largest, confidence, **generation)
+    result = certify(pivots, sampler, model, detector, largest, confidence, **generation)
     verdicts = result.samples.groupby(["pivot_set", "sample"], sort=False).agg(
         unbiased=("biased", lambda b: not b.iloc[0]), refused=("refused", "any")).reset_index()
     frames = []
@@ -255,16 +231,16 @@ def _run_kind(kind: str | None, parameter: str) -> str:
 
 def ablation_study(ablations: dict, pivots: Sequence[PivotSet], model: LanguageModel, detector: Detector,
                    sampler_params: dict, kind: str, n: int = 50, confidence: float = 0.95,
-                   main: Certification | None = None, **generation) -> Certification:
+                   **generation) -> Certification:
     """:func:`ablate` for every parameter of ``ablations`` (run parameters with prefix ``kind``),
     concatenated; soft-prefix parameters are skipped, with the reason, for a model without
-    input embeddings. ``main`` serves the values that repeat its setting (see :func:`ablate`)."""
+    input embeddings."""
     frames, skipped = [], {}
     for parameter, values in ablations.items():
         if SAMPLER_PARAMETERS.get(parameter) == "soft" and not can_embed(model):
             skipped[parameter] = f"{parameter} not ablated: model {model.name!r} gives no input embeddings."
             continue
-        frames.append(ablate(parameter, values, pivots, model, detector, sampler_params, kind, n, confidence, main,
+        frames.append(ablate(parameter, values, pivots, model, detector, sampler_params, kind, n, confidence,
                              **generation))
     if not frames:
         raise ValueError("No ablation could run: " + "; ".join(skipped.values()))
