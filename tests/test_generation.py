@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+from collections import Counter
 from types import SimpleNamespace
 
 import pytest
@@ -109,3 +110,69 @@ def test_finished_rows_leave_the_batch(tiny_gpt2, monkeypatch):
     steps = [int(torch.isin(r, torch.tensor(eos)).int().argmax()) + 1 if torch.isin(r, torch.tensor(eos)).any() else NEW
              for r in new]
     assert rows_per_call == [sum(s > step for s in steps) for step in range(max(steps))]
+
+
+
+@pytest.mark.parametrize("decoding", DECODINGS, ids=["greedy", "sampled"])
+def test_first_line_rows_stop_after_their_first_whole_line(decoding):
+    """With ``first_line`` a row's tokens are its free-running ones up to the newline that ends its
+    first non-blank line (newlines before any text do not count), and it leaves the batch there."""
+    model = tiny_causal("llama")
+    ids, mask = left_pad(ROWS, PAD)
+    with torch.inference_mode():
+        lm = fake_lm(model, -1)
+        free = generation._decode(lm, dict(input_ids=ids), mask, generation._cache(lm, None),
+                                  processors(decoding, len(ROWS)), NEW)
+        # the newline: the token in most rows after their first step; a blank: a first token other than it
+        newline = Counter(t for row in free[:, 1:].tolist() for t in set(row)).most_common(1)[0][0]
+        blank = next(t for t, _ in Counter(free[:, 0].tolist()).most_common() if t != newline)
+        glyphs = {PAD: "", newline: "\n", blank: " "}
+        lm.tokenizer.batch_decode = lambda rows, skip_special_tokens: [
+            "".join(glyphs.get(int(t), "x") for t in row) for row in rows]
+        cut = generation._decode(lm, dict(input_ids=ids), mask, generation._cache(lm, None),
+                                 processors(decoding, len(ROWS)), NEW, first_line=True)
+    expected = free.clone()
+    for row in expected:
+        text = [glyphs.get(int(t), "x") for t in row]
+        ends = [k for k in range(NEW) if text[k] == "\n" and any(c == "x" for c in text[:k])]
+        row[ends[0] + 1 if ends else NEW:] = PAD
+    assert torch.equal(cut, expected)
+    assert (cut == PAD).any(dim=1).sum() >= 2  # rows did stop early
+
+
+
+def test_first_line_through_the_model_front_door(tmp_path):
+    """``lm.generate(first_line=True)`` is the free-running text cut after its first non-blank line, with fewer rows run."""
+    import functools
+
+    from tiny_models import CORPUS, build_tiny_gpt2
+    from transformers import GPT2LMHeadModel
+
+    from fairnb import load_model
+
+    folder = build_tiny_gpt2(tmp_path)
+    model = GPT2LMHeadModel.from_pretrained(folder)
+    tok = load_model(str(folder), device="cpu", use_cache=False).tokenizer
+    prompts = [line[:24] for line in CORPUS[:12]]
+    newline = tok("\n", add_special_tokens=False).input_ids[0]
+    with torch.no_grad():  # a newline logit at 0.8x the usual top logit: sampled rows end lines at different steps
+        states = torch.cat([model.transformer(torch.tensor([tok(p).input_ids])).last_hidden_state[0] for p in prompts])
+        mean = states.mean(0)
+        model.lm_head.weight[newline] = 0.8 * (states @ model.lm_head.weight.T).max(-1).values.mean() * mean / mean.dot(mean)
+    model.save_pretrained(folder)
+    lm = load_model(str(folder), device="cpu", use_cache=False)
+    row_steps: list[int] = []
+    forward = lm.model.forward
+
+    @functools.wraps(forward)
+    def counted(*args, **kwargs):
+        row_steps.append(kwargs["attention_mask"].shape[0])
+        return forward(*args, **kwargs)
+
+    lm.model.forward = counted
+    free = lm.generate(prompts, max_new_tokens=16, temperature=1.0, seed=1)
+    free_steps, row_steps[:] = sum(row_steps), []
+    cut = lm.generate(prompts, max_new_tokens=16, temperature=1.0, seed=1, first_line=True)
+    assert cut == [generation.Decoding(first_line=True).trim(text) for text in free]
+    assert sum(c != f for c, f in zip(cut, free)) >= 2 and not any("\n" in c.strip() for c in cut)
+    assert sum(row_steps) < free_steps

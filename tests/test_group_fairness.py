@@ -227,8 +227,8 @@ class TextOnlyChatModel:
     def __init__(self):
         self.requests = []
 
-    def generate(self, prompts, max_new_tokens=50, temperature=0.0, seed=0, chat=False, **unused):
-        assert chat and not unused
+    def generate(self, prompts, max_new_tokens=50, temperature=0.0, seed=0, chat=False, first_line=False, **unused):
+        assert chat and not first_line and not unused  # a chat model's answer may start with a line of preamble
         self.requests.append(list(prompts))
         return ["SENTENCE: All ages deserve respect." if p.startswith("You were asked") else
                 self.REASONING if "Think about group fairness" in p else "SENTENCE: Old people are kind."
@@ -281,11 +281,16 @@ def test_base_models_get_the_answer_start(tiny_gpt2_path):
     base = load_model(str(tiny_gpt2_path), device="cpu", use_cache=False)
     base.tokenizer.chat_template = None
     assert not base.is_chat
+    asked: list[bool] = []
+    generate = base.generate
+    base.generate = lambda prompts, **settings: asked.append(settings["first_line"]) or generate(prompts, **settings)
     triples = sample_triples(load_schema(), 1, 1, dimensions=["AG", "RG"])
     out = generate_outputs(base, triples, max_new_tokens=4)
     assert out.output.str.startswith("SENTENCE:").all()
     gf_out = generate_outputs(base, triples, "gf_think", max_new_tokens=4, answer_tokens=3)
     assert gf_out.output.str.startswith("1.").all() and gf_out.output.str.contains("\nSENTENCE:").all()
+    # the answer is the line after "SENTENCE:"; GF-Think's numbered reasoning runs over several lines
+    assert asked == [True, False, True]
 
 
 def test_generation_needs_a_causal_model(tiny_bert):

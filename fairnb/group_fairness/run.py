@@ -113,7 +113,9 @@ def generate_outputs(lm: LanguageModel, triples: pd.DataFrame, task: str = "stat
     ``SENTENCE:`` line is missing) and ``text`` what toxicity and sentiment are scored on: the
     sentence when there is one, else the whole output. Chat models get one user turn; base
     models, which continue text rather than follow instructions, get the prompt followed by the
-    start of the answer (:data:`BASE_MODEL_ANSWER_START`), which is kept in ``output``. Only
+    start of the answer (:data:`BASE_MODEL_ANSWER_START`), which is kept in ``output``, and their
+    answer ends with the line it starts (``first_line``): what a base model writes after it is
+    the next document it imagines (the prompt again, another ``SENTENCE:``), not its answer. Only
     ``lm.generate`` is called, so a model that serves text only (no tokenizer, no scores) runs.
 
     ``gf_think`` runs in two stages: the chain of thought (``max_new_tokens``), then, for the
@@ -127,7 +129,7 @@ def generate_outputs(lm: LanguageModel, triples: pd.DataFrame, task: str = "stat
     start = "" if lm.is_chat else BASE_MODEL_ANSWER_START[task]
     contexts = prompts if lm.is_chat else [f"{p}\n\n{start}" for p in prompts]
     new_text = lm.generate(contexts, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
-                           chat=lm.is_chat)
+                           chat=lm.is_chat, first_line=not lm.is_chat and start == "SENTENCE:")
     outputs = [start + text for text in new_text]
     if task == "gf_think":
         outputs = finish_with_sentence(lm, prompts, outputs, answer_tokens, temperature, seed)
@@ -141,8 +143,9 @@ def finish_with_sentence(lm: LanguageModel, prompts: Sequence[str], outputs: Seq
     """Outputs without a ``SENTENCE:`` line, completed with one: GF-Think's second stage.
 
     A chat model gets a new user turn (:data:`FINAL_TURN`) that quotes its request and its
-    reasoning and asks for the final line; a base model's text continues after ``\nSENTENCE:``.
-    The first non-empty line of the reply becomes the ``SENTENCE:`` line appended to the output.
+    reasoning and asks for the final line; a base model's text continues after ``\nSENTENCE:``,
+    to the end of that line. The first non-empty line of the reply becomes the ``SENTENCE:`` line
+    appended to the output.
     """
     open_rows = [i for i, o in enumerate(outputs) if parse_sentence(o) is None]
     if not open_rows:
@@ -152,7 +155,7 @@ def finish_with_sentence(lm: LanguageModel, prompts: Sequence[str], outputs: Seq
     else:
         requests = [f"{prompts[i]}\n\n{outputs[i].rstrip()}\nSENTENCE:" for i in open_rows]
     replies = lm.generate(requests, max_new_tokens=answer_tokens, temperature=temperature, seed=seed,
-                          chat=lm.is_chat)
+                          chat=lm.is_chat, first_line=not lm.is_chat)
     completed = list(outputs)
     for i, reply in zip(open_rows, replies):
         line = parse_sentence(reply) or next((x.strip() for x in reply.splitlines() if x.strip()), "")

@@ -6,7 +6,9 @@ cached keys/values and sampling generator), so finished rows cost nothing and th
 those ``model.generate`` gives. Decoding follows :class:`Decoding` alone (greedy steps, no
 repetition penalty, as ``model.generate`` with ``use_model_defaults=False``): a hub model's
 ``generation_config`` (its ``top_p``, ``repetition_penalty``...) never leaks in; only its
-end-of-sequence tokens are kept.
+end-of-sequence tokens are kept. ``Decoding.first_line`` ends a row at the end of its first
+non-blank line, as an end-of-sequence token would (a base model's answer line; what it writes
+after is the document it imagines next).
 
 Sampling draws each token as ``argmax(warped logits + Gumbel noise)`` (the Gumbel-max trick:
 an exact draw from the softmax of the warped logits), the noise of each row coming from its
@@ -26,6 +28,7 @@ import hashlib
 import inspect
 import math
 import os
+import re
 import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -47,6 +50,9 @@ if TYPE_CHECKING:
     from fairnb.models.language_model import LanguageModel
 
 
+_LINE_END = re.compile(r"\S[^\n]*\n")  # a non-blank line and the newline that ends it
+
+
 @dataclass(frozen=True)
 class Decoding:
     """Every setting that shapes a generated text; checked on creation.
@@ -62,6 +68,7 @@ class Decoding:
     temperature: float = 0.0
     top_k: int | None = None
     top_p: float | None = None
+    first_line: bool = False  # the text ends at the end of its first non-blank line
 
     def __post_init__(self):
         if isinstance(self.max_new_tokens, bool) or not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
@@ -73,10 +80,24 @@ class Decoding:
             raise ValueError(f"top_k must be None or a whole number of at least 1, got {self.top_k!r}.")
         if self.top_p is not None and (not isinstance(self.top_p, (int, float)) or not 0 < self.top_p <= 1):
             raise ValueError(f"top_p must be None or a number in (0, 1], got {self.top_p!r}.")
+        if not isinstance(self.first_line, bool):
+            raise ValueError(f"first_line must be True or False, got {self.first_line!r}.")
 
     @property
     def sampled(self) -> bool:
         return self.temperature > 0
+
+    def trim(self, text: str) -> str:
+        """``text`` as these settings end it: cut at the end of its first non-blank line when ``first_line``.
+
+        Examples:
+            >>> Decoding(first_line=True).trim("\\n Old people are wise.\\nSENTENCE: Old people")
+            '\\n Old people are wise.'
+            >>> Decoding().trim("one\\ntwo")
+            'one\\ntwo'
+        """
+        ended = _LINE_END.search(text) if self.first_line else None
+        return text if ended is None else text[:ended.end() - 1]
 
     def warpers(self) -> list[LogitsProcessor]:
         """Temperature, then top-k, then top-p (the order ``transformers`` applies them)."""
@@ -168,15 +189,22 @@ def _eos_ids(lm: LanguageModel) -> list[int]:
     return [] if eos is None else [int(eos)] if isinstance(eos, int) else [int(e) for e in eos]
 
 
+def _line_ended(lm: LanguageModel, new: torch.Tensor) -> torch.Tensor:
+    """Per row of new token ids: whether its text holds a whole non-blank line."""
+    texts = lm.tokenizer.batch_decode(new, skip_special_tokens=True)
+    return torch.tensor([_LINE_END.search(text) is not None for text in texts], device=new.device)
+
+
 def _decode(lm: LanguageModel, inputs: dict, mask: torch.Tensor, cache, processors: LogitsProcessorList,
-            max_new_tokens: int) -> torch.Tensor:
+            max_new_tokens: int, first_line: bool = False) -> torch.Tensor:
     """New token ids ``[rows, steps]`` (pad after a row's end-of-sequence token), one token per step.
 
     ``inputs`` holds the ``input_ids`` or ``inputs_embeds`` of the positions not in ``cache``
     (a ``DynamicCache``, maybe empty); ``mask`` covers the cached positions and those. Each step
     runs the model on the rows still decoding only: a row that emitted an end-of-sequence token
-    leaves the batch (its input, mask, cached keys/values and generator), so the texts are
-    ``model.generate``'s while finished rows cost nothing.
+    (or, with ``first_line``, ended its first non-blank line) leaves the batch (its input, mask,
+    cached keys/values and generator), so the texts are ``model.generate``'s while finished rows
+    cost nothing.
     """
     device = mask.device
     eos = torch.tensor(_eos_ids(lm), dtype=torch.long, device=device)
@@ -193,6 +221,8 @@ def _decode(lm: LanguageModel, inputs: dict, mask: torch.Tensor, cache, processo
         tokens = processors(cast(torch.LongTensor, alive[:, None]), logits[:, -1].float()).argmax(-1)
         new[alive, step] = tokens
         done = torch.isin(tokens, eos)
+        if first_line:
+            done |= _line_ended(lm, new[alive, :step + 1])
         if step == max_new_tokens - 1 or bool(done.all()):
             break
         start += width
@@ -402,7 +432,7 @@ def _encode_shared(lm: LanguageModel, rows: _Rows, groups: list[tuple[list[int],
 
 
 def _generate_shared(lm: LanguageModel, rows: _Rows, groups: list[tuple[list[int], int]],
-                     processors: LogitsProcessorList, max_new_tokens: int):
+                     processors: LogitsProcessorList, decoding: Decoding):
     """New token ids of the groups' rows: shared prefixes from :func:`_encode_shared`, copied
     to each member; each row's own rest encoded by :func:`_decode` on that cache."""
     states = _encode_shared(lm, rows, groups)
@@ -418,7 +448,7 @@ def _generate_shared(lm: LanguageModel, rows: _Rows, groups: list[tuple[list[int
     by_row = torch.as_tensor([g for _, g in members], device=lm.device)
     padded = [(k.index_select(0, by_row), v.index_select(0, by_row)) for k, v in _pad_states(states, past)]
     new = _decode(lm, dict(input_ids=ids[:, past:].to(lm.device)), mask.to(lm.device), _cache(lm, padded),
-                  processors, max_new_tokens)
+                  processors, decoding.max_new_tokens, decoding.first_line)
     return [r for r, _ in members], new
 
 
@@ -485,9 +515,9 @@ def generate(
         shared = _shared_batches(lm, items, batch_rows, decoding.max_new_tokens) if share_prefixes else None
         for groups in shared or []:
             members = [r for rs, _ in groups for r in rs]
-            order, new = _generate_shared(lm, items, groups, processors(members), decoding.max_new_tokens)
+            order, new = _generate_shared(lm, items, groups, processors(members), decoding)
             for i, seq in zip(order, new):
-                texts[i] = tok.decode(seq, skip_special_tokens=True)
+                texts[i] = decoding.trim(tok.decode(seq, skip_special_tokens=True))
         for batch in [] if shared else batches_by_length([len(r) for r in rows], batch_rows):
             ids, mask = left_pad([rows[i] for i in batch], tok.pad_token_id)
             ids, mask = ids.to(lm.device), mask.to(lm.device)
@@ -496,7 +526,8 @@ def generate(
                 prefix = prefix_embeds if prefix_embeds.dim() == 2 else prefix_embeds[torch.as_tensor(batch)]
                 embeds, mask = _with_prefix(lm, ids, mask, prefix, [len(heads[i]) for i in batch])
                 inputs = dict(inputs_embeds=embeds)
-            new = _decode(lm, inputs, mask, _cache(lm, None), processors(batch), decoding.max_new_tokens)
+            new = _decode(lm, inputs, mask, _cache(lm, None), processors(batch), decoding.max_new_tokens,
+                          decoding.first_line)
             for i, seq in zip(batch, new):
-                texts[i] = tok.decode(seq, skip_special_tokens=True)
+                texts[i] = decoding.trim(tok.decode(seq, skip_special_tokens=True))
     return texts

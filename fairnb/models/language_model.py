@@ -190,6 +190,7 @@ class LanguageModel:
         prefix_embeds: torch.Tensor | None = None,
         chat: bool = False,
         system: str | None = None,
+        first_line: bool = False,
     ) -> list[str]:
         """Continue each prompt; ``temperature=0`` is greedy. Returns only the new text.
 
@@ -199,10 +200,11 @@ class LanguageModel:
         other prompts of the call. ``chat=True`` wraps prompts in the chat template.
         ``prefix_embeds`` (``[n, d]`` shared, or ``[n_prompts, n, d]``) is a soft prompt: its
         embeddings go right before each prompt's text (after BOS, or at the start of the user
-        turn with ``chat=True``).
+        turn with ``chat=True``). ``first_line=True`` ends each text at the end of its first
+        non-blank line (the newline dropped), and its decoding there.
         """
         prompts = text_list(prompts, "prompts")
-        decoding = generation.Decoding(max_new_tokens, temperature, top_k, top_p)
+        decoding = generation.Decoding(max_new_tokens, temperature, top_k, top_p, first_line)
         seeds = generation.row_seeds(prompts, seed) if decoding.sampled else [0] * len(prompts)
         prefix_at = [0] * len(prompts)
         if chat:

@@ -38,7 +38,8 @@ class LanguageModelProtocol(Protocol):
 
     def generate(self, prompts: Sequence[str], max_new_tokens: int = 50, temperature: float = 0.0,
                  top_k: int | None = None, top_p: float | None = None, seed: int = 0,
-                 prefix_embeds: Any = None, chat: bool = False, system: str | None = None) -> list[str]: ...
+                 prefix_embeds: Any = None, chat: bool = False, system: str | None = None,
+                 first_line: bool = False) -> list[str]: ...
 
     def embed(self, text: str) -> Any: ...
 

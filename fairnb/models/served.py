@@ -111,24 +111,26 @@ class ServedModel:
     # --- generation -------------------------------------------------------------------------
     def generate(self, prompts: Sequence[str], max_new_tokens: int = 50, temperature: float = 0.0,
                  top_k: int | None = None, top_p: float | None = None, seed: int | None = 0,
-                 prefix_embeds: Any = None, chat: bool = False, system: str | None = None) -> list[str]:
+                 prefix_embeds: Any = None, chat: bool = False, system: str | None = None,
+                 first_line: bool = False) -> list[str]:
         """Continue each prompt (one request each); ``temperature=0`` is greedy. Returns the new text.
 
         On the chat endpoint every prompt is one user turn (after ``system`` when given), whatever
         ``chat`` says; on ``/completions`` ``chat=True`` applies the tokenizer's chat template here.
         A sampled prompt's seed comes from (``seed``, the prompt, its occurrence), as for local
-        models; ``seed=None`` sends none and caches nothing sampled.
+        models; ``seed=None`` sends none and caches nothing sampled. ``first_line=True`` cuts each
+        text at the end of its first non-blank line (the server decodes the whole answer).
         """
         prompts = text_list(prompts, "prompts")
         if prefix_embeds is not None:
             raise MissingCapability(self.name, ["embeddings"])
-        decoding = generation.Decoding(max_new_tokens, temperature, top_k, top_p)
+        decoding = generation.Decoding(max_new_tokens, temperature, top_k, top_p, first_line)
         sampled = decoding.sampled
         seeds = generation.row_seeds(prompts, seed) if sampled and seed is not None else [None] * len(prompts)
         requests = [self._generation_request(p, decoding, s, chat, system) for p, s in zip(prompts, seeds)]
         cacheable = not sampled or seed is not None
         keys = [cache_key(CACHE_VERSION, "generate", self.spec.identity, r) if cacheable else None for r in requests]
-        return self._run(self._complete_text, requests, keys, "served generation")
+        return [decoding.trim(text) for text in self._run(self._complete_text, requests, keys, "served generation")]
 
     def _generation_request(self, prompt: str, decoding: generation.Decoding, seed: int | None, chat: bool,
                             system: str | None) -> dict:
