@@ -283,6 +283,9 @@ def test_completions_endpoint_generates_the_local_greedy_text(mini, local):
     assert not served.is_chat
     assert served.generate(PROMPTS, max_new_tokens=6) == local.generate(PROMPTS, max_new_tokens=6)
     assert mini.requests == len(PROMPTS)
+    # first_line: the server decodes the whole answer, the client keeps its first non-blank line
+    assert served.generate(PROMPTS, max_new_tokens=6, first_line=True) == local.generate(
+        PROMPTS, max_new_tokens=6, first_line=True)
 
 
 @pytest.mark.parametrize("concurrency", [1, 4])
