@@ -321,6 +321,24 @@ def model_kind(config) -> str:
     return "causal"
 
 
+MISTRAL_TYPES = ("mistral", "mistral3", "voxtral", "ministral", "pixtral")
+
+
+def _regex_check(config) -> dict:
+    """``fix_mistral_regex=False`` for a model that is not of the Mistral family.
+
+    transformers 4.57.3 and later warn of Mistral's faulty pre-tokenizer regex ("incorrect
+    tokenization") for every local model they saved, Gemma's and Llama's included; the fix
+    concerns Mistral tokenizers only, so theirs keep the check.
+
+    Examples:
+        >>> from types import SimpleNamespace
+        >>> _regex_check(SimpleNamespace(model_type="gemma3_text")), _regex_check(SimpleNamespace(model_type="mistral"))
+        ({'fix_mistral_regex': False}, {})
+    """
+    return {} if getattr(config, "model_type", None) in MISTRAL_TYPES else {"fix_mistral_regex": False}
+
+
 def _load_transformers(name: str, resolved: Resolved, device: str, dtype: torch.dtype,
                        use_cache: bool) -> LanguageModel:
     config = AutoConfig.from_pretrained(resolved.source)
@@ -328,7 +346,7 @@ def _load_transformers(name: str, resolved: Resolved, device: str, dtype: torch.
     loader = {"causal": AutoModelForCausalLM, "masked": AutoModelForMaskedLM,
               "seq2seq": AutoModelForSeq2SeqLM}[kind]
     model: PreTrainedModel = loader.from_pretrained(resolved.source, dtype=dtype).to(device).eval()
-    tokenizer = AutoTokenizer.from_pretrained(resolved.source)
+    tokenizer = AutoTokenizer.from_pretrained(resolved.source, **_regex_check(config))
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
