@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-import torch
 
 from fairnb.certification.data import PivotSet, load_lines
 from fairnb.certification.detectors import RULES, Detection, default_detector
@@ -27,6 +26,8 @@ from fairnb.certification.prefixes import PrefixSampler, can_embed, embedding_ma
 from fairnb.certification.tables import soft_prefix_summary, summarize_certificates
 
 if TYPE_CHECKING:
+    import torch
+
     from fairnb.models.language_model import LanguageModel
 
 SEPARATOR = "\n"
@@ -64,14 +65,17 @@ def generation_params(settings: dict, seed: int) -> dict:
                 temperature=settings["temperature"], top_k=settings["top_k"], seed=seed)
 
 
-def _generate(lm: LanguageModel, prompts: list[str], prefixes: list[str] | torch.Tensor, chat: bool,
+def _generate(lm: LanguageModel, prompts: list[str], prefixes: Sequence[str] | Sequence[torch.Tensor], chat: bool,
               seed: int, **sampling) -> list[str]:
     """One generation call for all rows: a text prefix is prepended to its prompt, a soft
     prefix enters as input embeddings at the same place (after BOS, or inside the user turn)."""
-    if not isinstance(prefixes, torch.Tensor):
+    import torch  # loaded with the model already: the package itself does not need it
+
+    if not isinstance(prefixes[0], torch.Tensor):
         return lm.generate([f"{p}{SEPARATOR}{q}" for p, q in zip(prefixes, prompts)], chat=chat, seed=seed,
                            **sampling)
-    return lm.generate([SEPARATOR + q for q in prompts], prefix_embeds=prefixes, chat=chat, seed=seed, **sampling)
+    soft = torch.stack([torch.as_tensor(prefix) for prefix in prefixes])
+    return lm.generate([SEPARATOR + q for q in prompts], prefix_embeds=soft, chat=chat, seed=seed, **sampling)
 
 
 def certify(pivots: Sequence[PivotSet] | PivotSet, sampler: PrefixSampler, model: LanguageModel,
@@ -112,8 +116,7 @@ def certify(pivots: Sequence[PivotSet] | PivotSet, sampler: PrefixSampler, model
     responses: list[str] = []
     for start in range(0, len(prompts), ROWS_PER_CALL):
         chunk = slice(start, start + ROWS_PER_CALL)
-        chunk_prefixes = torch.stack(prefixes[chunk]) if soft else prefixes[chunk]
-        responses += _generate(model, prompts[chunk], chunk_prefixes, chat, seed + start, **sampling)
+        responses += _generate(model, prompts[chunk], prefixes[chunk], chat, seed + start, **sampling)
 
     certificates, samples = [], []
     offset = 0
