@@ -17,6 +17,7 @@ import math
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from benchmarks.lm_eval_env import ensure_overlay, overlay_env
 from fairnb.bvf.data import default_templates, load_attribute_words, load_occupations, template_prompt
 from fairnb.models.batching import batches_by_length, left_pad, position_ids
 from fairnb.models.language_model import LanguageModel
-from fairnb.models.scoring import _shared_inputs, rows_by_length, word_token_ids
+from fairnb.models.scoring import PrefixNode, _shared_inputs, prefix_tree, rows_by_length, word_token_ids
 
 
 @dataclass(frozen=True)
@@ -111,32 +112,70 @@ def single_token_words(lm: LanguageModel, words: list[str]) -> list[int]:
     return [j for j, w in enumerate(words) if len(word_token_ids(lm.tokenizer, f" {w}")) == 1]
 
 
-def position_budget(lm: LanguageModel, prompts: list[str], words: list[str]) -> dict[str, float]:
-    """Token positions per prompt: the prompt's, and the extra ones multi-token words need.
+def distinct_prefixes(rows: Sequence[Sequence[int]]) -> int:
+    """The number of distinct non-empty prefixes of ``rows``: the nodes of their prefix tree.
 
-    A word t_1..t_n needs the model's outputs after t_1..t_{n-1}. ``extra_rows`` and
-    ``extra_padded`` count fairnb's continuation rows (inputs that are a prefix of another
-    row share it) and the positions its passes compute (rows of one length per pass, so
-    no padding), ``extra_passes`` the distinct row lengths (one pass each per prompt batch,
-    more when a pass would hold too many rows); ``extra_minimum`` is
-    the number of distinct prefixes (a prefix tree), the fewest positions any method can
-    compute. ``floor_bound`` is the resulting lower bound of (method / floor) in
-    multiply-accumulates: prompt positions run the transformer body and the last one the
-    vocabulary head; every extra position runs both.
+    Examples:
+        >>> distinct_prefixes([(1, 2, 3), (1, 2, 4), (1, 2)])  # (1,) (1, 2) (1, 2, 3) (1, 2, 4)
+        4
     """
+    return len({tuple(row[:k]) for row in rows for k in range(1, len(row) + 1)})
+
+
+def floor_positions(lengths: list[int], batch_size: int) -> int:
+    """Token positions the floor computes: its batches (``batches_by_length``), each left-padded to its longest row.
+
+    Examples:
+        >>> floor_positions([3, 5, 4], batch_size=2)  # batches (5, 4) and (3,): 2 * 5 + 3
+        13
+    """
+    return sum(int(max(lengths[i] for i in batch)) * len(batch) for batch in batches_by_length(lengths, batch_size))
+
+
+def position_budget(lm: LanguageModel, prompts: list[str], words: list[str]) -> dict[str, float]:
+    """Work of the floor as it runs and the least work of any exact method, in multiply-accumulates.
+
+    The floor runs every prompt in full (``floor_positions``, padding included) and one
+    vocabulary head per prompt. An exact method must compute at least each distinct prompt
+    prefix once (``prompt_minimum``: prompts that share a start may share its key/value
+    cache) with the transformer body, one head per distinct prompt, and per distinct prompt
+    the ``extra_minimum`` distinct prefixes of the multi-token words' inputs (a word
+    t_1..t_n needs the model's outputs after t_1..t_{n-1}), body and head each.
+    ``floor_bound`` is the least exact work over the floor's work. ``prompt_tree`` counts the
+    prompt positions of fairnb's prefix tree (short shared runs folded, see ``prefix_tree``);
+    ``extra_rows``, ``extra_positions``, ``extra_padded`` and ``extra_passes`` count its
+    continuation rows, their positions, the positions its passes compute (rows of one length
+    per pass) and the distinct row lengths.
+    """
+    prompt_ids = [tuple(ids) for ids in lm.tokenizer(prompts).input_ids]
+    distinct = len(set(prompt_ids))
     word_ids = [word_token_ids(lm.tokenizer, f" {w}") for w in words]
     rows, _ = _shared_inputs([word_ids])
-    prefixes = {ids[:k] for _, ids in rows for k in range(1, len(ids) + 1)}
-    prompt_tokens = float(np.mean([len(r) for r in lm.tokenizer(prompts).input_ids]))
     by_length = rows_by_length(rows)
     costs = macs_per_position(lm.model.config)
-    floor = prompt_tokens * costs["body"] + costs["head"]
-    extra = len(prefixes) * (costs["body"] + costs["head"])
-    return {"prompt_tokens": prompt_tokens, "multi_token_words": sum(len(w) > 1 for w in word_ids),
+    body, head = costs["body"], costs["head"]
+    floor = floor_positions([len(ids) for ids in prompt_ids], lm.batch_size)
+    prompt_minimum, extra_minimum = distinct_prefixes(prompt_ids), distinct_prefixes([ids for _, ids in rows])
+    floor_macs = floor * body + len(prompt_ids) * head
+    exact_macs = prompt_minimum * body + distinct * (head + extra_minimum * (body + head))
+    return {"prompts": len(prompt_ids), "distinct_prompts": distinct,
+            "prompt_tokens": float(np.mean([len(ids) for ids in prompt_ids])), "floor_positions": floor,
+            "prompt_minimum": prompt_minimum, "prompt_tree": tree_positions(prefix_tree(prompt_ids)),
+            "multi_token_words": sum(len(w) > 1 for w in word_ids),
             "extra_rows": len(rows), "extra_positions": sum(len(ids) for _, ids in rows),
             "extra_padded": sum(width * len(members) for width, members in by_length.items()),
-            "extra_passes": len(by_length), "extra_minimum": len(prefixes),
-            "body_macs": costs["body"], "head_macs": costs["head"], "floor_bound": (floor + extra) / floor}
+            "extra_passes": len(by_length), "extra_minimum": extra_minimum, "body_macs": body, "head_macs": head,
+            "floor_macs": floor_macs, "exact_macs": exact_macs, "floor_bound": exact_macs / floor_macs}
+
+
+def tree_positions(nodes: list[PrefixNode]) -> int:
+    """Prompt positions fairnb's scoring computes for a prefix tree: every run once (padding not counted).
+
+    Examples:
+        >>> tree_positions(prefix_tree([(1, 2, 3, 4), (1, 2, 3, 5)]))  # (1, 2, 3), then (4,) and (5,)
+        5
+    """
+    return sum(len(node.tokens) + tree_positions(node.children) for node in nodes)
 
 
 def macs_per_position(config) -> dict[str, int]:

@@ -71,15 +71,21 @@ class CharTokenizer:
 def test_position_budget_by_hand():
     config = SimpleNamespace(hidden_size=4, vocab_size=8, num_hidden_layers=1, intermediate_size=8,
                              num_attention_heads=2, num_key_value_heads=1)
-    lm = SimpleNamespace(tokenizer=CharTokenizer(), model=SimpleNamespace(config=config))
-    budget = scoring.position_budget(lm, ["ab", "abcd"], ["he", "her", "she"])
+    lm = SimpleNamespace(tokenizer=CharTokenizer(), model=SimpleNamespace(config=config), batch_size=2)
+    budget = scoring.position_budget(lm, ["abcd", "abce", "ab", "abcd"], ["he", "her", "she"])
+    # the floor's batches by length: ("abcd", "abce") and ("abcd", "ab") padded to 4: 16 positions, 4 heads
+    assert (budget["prompts"], budget["distinct_prompts"], budget["floor_positions"]) == (4, 3, 16)
+    # distinct prompt prefixes "a", "ab", "abc", "abcd", "abce"; fairnb's tree runs "ab" (a prompt ends there),
+    # then "cd" and "ce" ("c" alone is shorter than MIN_SHARED, so it is folded into both)
+    assert (budget["prompt_minimum"], budget["prompt_tree"]) == (5, 6)
     # inputs (all tokens but the last): " h", " he", " sh"; " h" is a prefix of " he": rows " he", " sh"
     assert (budget["extra_rows"], budget["extra_positions"], budget["extra_padded"]) == (2, 6, 6)
     # distinct prefixes " ", " h", " he", " s", " sh": the rows share their leading space
     assert budget["extra_minimum"] == 5
-    assert budget["prompt_tokens"] == 3.0
     body, head = 144, 32
-    assert budget["floor_bound"] == pytest.approx((3 * body + head + 5 * (body + head)) / (3 * body + head))
+    floor, exact = 16 * body + 4 * head, 5 * body + 3 * (head + 5 * (body + head))
+    assert (budget["floor_macs"], budget["exact_macs"]) == (floor, exact)
+    assert budget["floor_bound"] == pytest.approx(exact / floor)
 
 
 def test_scale_table_counts_the_lost_chunk_and_every_computed_prompt():
