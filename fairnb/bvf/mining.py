@@ -28,6 +28,7 @@ from collections import Counter
 from collections.abc import Collection, Iterable
 
 import pandas as pd
+from lemminflect import getAllLemmas, getInflection
 
 from fairnb.bvf.data import load_attribute_words
 
@@ -68,8 +69,6 @@ def past_tense(verb: str, lemma: str | None = None) -> str:
         >>> [past_tense(v) for v in ("says", "writes", "announced", "is", "admit")]
         ['said', 'wrote', 'announced', 'was', 'admitted']
     """
-    from lemminflect import getAllLemmas, getInflection  # imports spaCy (and torch): not on ``import fairnb.bvf``
-
     lemma = lemma or (getAllLemmas(verb.lower()).get("VERB") or getAllLemmas(verb.lower()).get("AUX")
                       or (verb.lower(),))[0]
     if lemma == "be":
@@ -136,8 +135,6 @@ def parsed_skeleton(doc, attribute_words: Collection[str], link: str = "corefere
 
 
 def _is_finite_verb(word: str) -> bool:
-    from lemminflect import getAllLemmas, getInflection
-
     lemmas = getAllLemmas(word.lower())
     lemma = (lemmas.get("VERB") or lemmas.get("AUX") or (None,))[0]
     if lemma is None:

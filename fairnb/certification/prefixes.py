@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import torch
 
 from fairnb.certification.data import load_lines
 from fairnb.certification.metrics import (
@@ -29,8 +30,6 @@ from fairnb.certification.metrics import (
 )
 
 if TYPE_CHECKING:
-    import torch
-
     from fairnb.models.language_model import LanguageModel
 
 PREFIX_KINDS = ("random", "jailbreak", "soft")
@@ -172,8 +171,6 @@ def soft_prefix(text: str | None = None, mag: float = 0.04, length: int | None =
     def draw(lm: LanguageModel, n: int, rng: np.random.Generator) -> torch.Tensor:
         if not can_embed(lm):
             raise ValueError(f"Soft prefixes need input embeddings, which model {lm.name!r} does not expose.")
-        import torch  # here, not at the top: ``import fairnb`` and the chapter registry start without torch
-
         base = soft_base(lm, source, length)
         noise = soft_noise((n, *base.shape), mag, embedding_max_abs(lm), rng)
         return base.unsqueeze(0) + torch.as_tensor(noise, dtype=torch.float32)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+import torch
 
 from fairnb.certification.data import PivotSet, load_lines
 from fairnb.certification.detectors import RULES, Detection, default_detector
@@ -26,8 +27,6 @@ from fairnb.certification.prefixes import PrefixSampler, can_embed, embedding_ma
 from fairnb.certification.tables import soft_prefix_summary, summarize_certificates
 
 if TYPE_CHECKING:
-    import torch
-
     from fairnb.models.language_model import LanguageModel
 
 SEPARATOR = "\n"
@@ -69,8 +68,6 @@ def _generate(lm: LanguageModel, prompts: list[str], prefixes: list[str] | torch
               seed: int, **sampling) -> list[str]:
     """One generation call for all rows: a text prefix is prepended to its prompt, a soft
     prefix enters as input embeddings at the same place (after BOS, or inside the user turn)."""
-    import torch  # here, not at the top: ``import fairnb`` and the chapter registry start without torch
-
     if not isinstance(prefixes, torch.Tensor):
         return lm.generate([f"{p}{SEPARATOR}{q}" for p, q in zip(prefixes, prompts)], chat=chat, seed=seed,
                            **sampling)
@@ -91,8 +88,6 @@ def certify(pivots: Sequence[PivotSet] | PivotSet, sampler: PrefixSampler, model
     1, 100 new tokens). ``chat`` defaults to ``model.is_chat`` (the prefixed prompt becomes
     the user turn).
     """
-    import torch  # not at the top of the module (see _generate)
-
     pivots = [pivots] if isinstance(pivots, PivotSet) else list(pivots)
     if not pivots:
         raise ValueError("The pivot list is empty.")
