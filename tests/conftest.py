@@ -10,8 +10,11 @@ import pytest
 # Each xdist worker (and every notebook kernel it starts, which inherits the environment) gets its
 # share of the cores. torch's default of one thread per core in each of two workers oversubscribes
 # a 2-core machine, and its spinning threads then make a tiny model's training step ~5x slower.
-os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1)
-                                                 // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))))
+# Only a worker sets it (before torch is imported, below): the controller imports this file first,
+# and a value it set would reach the workers as the whole machine's cores.
+if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1)
+                                                     // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
 
 sys.path.insert(0, str(Path(__file__).parent))
 from tiny_models import build_tiny_bert, build_tiny_gpt2  # noqa: E402

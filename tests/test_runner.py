@@ -466,6 +466,18 @@ def test_each_model_is_prepared_once_base_before_variant(monkeypatch):
     assert prepared == ["m", "m+stereotyped", "m+counterfactual"]
 
 
+def test_local_model_folders_start_no_preparing_process(workspace, monkeypatch):
+    """A folder needs no conversion: preparing two of them starts no process (each would import transformers)."""
+    prepared: list[str] = []
+    monkeypatch.setattr(runner, "prepare_model", prepared.append)
+    monkeypatch.setattr(runner, "ProcessPoolExecutor", None)  # a process pool would fail here
+    folders = workspace["models"]
+    assert runner.prepare_models(folders, slots=2) == {} and prepared == []
+    assert not runner.needs_preparing(folders[0]) and runner.needs_preparing(folders[0] + "+stereotyped")
+    assert runner.prepare_models([folders[0], folders[0] + "+stereotyped"], slots=2) == {}
+    assert prepared == [folders[0], folders[0] + "+stereotyped"]  # a variant's group keeps its base, first
+
+
 def test_a_model_that_cannot_be_prepared_fails_its_pages_before_any_kernel(workspace, tmp_path):
     variant = workspace["models"][0] + "+stereotyped"  # its base folder has no model config to fine-tune
     pairs = runner.plan_pairs([variant], [2], runner.available_pages(workspace["notebooks"]), tmp_path)

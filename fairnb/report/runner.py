@@ -506,6 +506,19 @@ def longest_first(pairs: Sequence[Pair]) -> list[Pair]:
     return [pairs[i] for i in order]
 
 
+def needs_preparing(model: str) -> bool:
+    """Whether :func:`prepare_model` has work to do: a local model folder is ready as it is; an embedded name,
+    a ``.gguf`` file, a hub id (a download) or a variant (a fine-tune) is not.
+
+    Examples:
+        >>> needs_preparing("default"), needs_preparing("default+stereotyped"), needs_preparing("HuggingFaceTB/x")
+        (True, True, True)
+    """
+    base, variant = split_variant(model)
+    folder = Path(base).expanduser()
+    return bool(variant) or not (folder.is_dir() and (folder / "config.json").exists())
+
+
 def prepare_model(model: str) -> None:
     """Convert (GGUF) or fine-tune (a variant) ``model`` into the cache now, as its first load would."""
     from fairnb.models.loading import resolve
@@ -515,14 +528,17 @@ def prepare_model(model: str) -> None:
 
 @contextmanager
 def preparing(models: Sequence[str], slots: int) -> Iterator[Callable[[str], str | None]]:
-    """Start making every model ready (:func:`prepare_model`: one job per base model, a base before its
-    variants, ``slots`` base models at once, each in its own process when there are several); yields
+    """Start making every model ready (:func:`prepare_model`: one job per base model that has work to do
+    (:func:`needs_preparing`), a base before its variants, ``slots`` base models at once, each in its own
+    process when there are several); yields
     ``wait(model)``, which returns once the model is ready: None, or why it could not be prepared."""
     by_base: dict[str, list[str]] = {}
     for model in models:
         if not is_served(model):
             by_base.setdefault(split_variant(model)[0], []).append(model)
-    groups = [sorted(group, key=lambda m: m != base) for base, group in by_base.items()]
+    # A group of local folders only is ready: no process starts (and imports transformers) for it.
+    groups = [sorted(group, key=lambda m: m != base) for base, group in by_base.items()
+              if any(needs_preparing(model) for model in group)]
     several = len(groups) > 1 and slots > 1
     pool = (ProcessPoolExecutor(max_workers=min(slots, len(groups)), mp_context=get_context("spawn")) if several
             else ThreadPoolExecutor(max_workers=1, thread_name_prefix="fairnb-prepare"))
