@@ -7,7 +7,7 @@
 
 A config file holds any of ``models``, ``chapters``, ``limit``, ``params`` (a mapping),
 ``out``, ``results``, ``executor``, ``scheduler``, ``workers``, ``force``, ``timeout``,
-``notebooks``; flags given on the command line win over it, and ``--param`` entries over its
+``notebooks``, ``fresh_kernels``; flags given on the command line win over it, and ``--param`` entries over its
 ``params``. Result files go to ``--results``, else ``$FAIRNB_RESULTS``, else ``<out>/results``
 (``fairnb book`` reads them from the same place). Every bad input is one sentence and exit
 status 2, before any kernel starts.
@@ -30,7 +30,7 @@ from fairnb.report.parameters import check_limit, check_name, check_timeout, par
 
 RUN_DEFAULTS: dict[str, Any] = {"models": "default", "chapters": "all", "limit": None, "params": {}, "out": "book/runs", "results": None,
                 "executor": "local", "scheduler": None, "workers": None, "force": False, "timeout": None,
-                "notebooks": str(runner.NOTEBOOKS_DIR)}
+                "notebooks": str(runner.NOTEBOOKS_DIR), "fresh_kernels": False}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--results", help="where the notebooks write result files (default: $FAIRNB_RESULTS, "
                                        "else OUT/results)")
     run.add_argument("--force", action="store_true", default=None, help="rerun pairs that already finished")
+    run.add_argument("--fresh-kernels", action="store_true", default=None,
+                     help="a new kernel for every page (default: each page slot keeps its kernel, emptied between "
+                          "pages, so a page skips ~10 s of imports)")
     run.add_argument("--executor", choices=runner.EXECUTORS, help="run pairs here or on Dask (default: local)")
     run.add_argument("--scheduler", help="address of an existing Dask scheduler (implies --executor dask)")
     run.add_argument("--workers", type=int, help="pages at once, here or as Dask LocalCluster processes "
@@ -133,7 +136,8 @@ def run_command(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     summary = runner.run_pairs(pairs, settings["params"], timeout=settings["timeout"], force=settings["force"],
                                executor=settings["executor"], scheduler=settings["scheduler"],
-                               workers=settings["workers"], results=settings["results"])
+                               workers=settings["workers"], results=settings["results"],
+                               fresh_kernels=settings["fresh_kernels"])
     counts = summary["status"].value_counts()
     print(summary.to_string(index=False))
     print(f"{counts.get('done', 0)} done, {counts.get('skipped', 0)} skipped, {counts.get('failed', 0)} failed "

@@ -485,3 +485,40 @@ def test_a_model_that_cannot_be_prepared_fails_its_pages_before_any_kernel(works
     assert summary["status"].tolist() == ["failed"]
     assert summary["reason"][0].startswith("the model could not be prepared: ")
     assert not list(tmp_path.rglob("*.ipynb"))
+
+
+LEAVES_STATE = [new_code_cell("import os\nimport matplotlib.pyplot as plt\nimport pandas as pd\nleft = 1\n"
+                              "pd.set_option('display.max_rows', 7)\nfigure = plt.figure()\nprint(os.getpid())")]
+SEES_STATE = [new_code_cell("import os\nimport matplotlib.pyplot as plt\nimport pandas as pd\n"
+                            "print(os.getpid(), 'left' in globals(), pd.get_option('display.max_rows'), "
+                            "len(plt.get_fignums()))")]
+FAILS = [new_code_cell("raise RuntimeError('a failing page')")]
+
+
+def _printed(page: Path) -> tuple[int | None, list[str]]:
+    """The first code cell's execution count and the words it printed."""
+    cell = next(c for c in nbformat.read(page, as_version=4).cells if c.cell_type == "code")
+    return cell.execution_count, "".join(o.text for o in cell.outputs if o.get("name") == "stdout").split()
+
+
+def test_a_kept_kernel_starts_each_page_as_a_new_kernel_would(tmp_path):
+    """The next page in a kept kernel sees none of the last page's names, options or figures; only a failed
+    page costs the kernel. Without a kept kernel every page gets its own process."""
+    for name, cells in [("leaves", LEAVES_STATE), ("sees", SEES_STATE), ("fails", FAILS)]:
+        write_notebook(tmp_path / f"{name}.ipynb", cells)
+    kernel = runner.PageKernel()
+    try:
+        first = runner.execute_notebook(tmp_path / "leaves.ipynb", tmp_path / "out" / "1.ipynb", kernel=kernel)
+        second = runner.execute_notebook(tmp_path / "sees.ipynb", tmp_path / "out" / "2.ipynb", kernel=kernel)
+        with pytest.raises(Exception, match="a failing page"):
+            runner.execute_notebook(tmp_path / "fails.ipynb", tmp_path / "out" / "3.ipynb", kernel=kernel)
+        assert kernel.manager is None  # shut down with the failed page
+        after_failure = runner.execute_notebook(tmp_path / "sees.ipynb", tmp_path / "out" / "4.ipynb", kernel=kernel)
+    finally:
+        kernel.close()
+    (count_1, (pid_1,)), (count_2, (pid_2, *state)) = _printed(first), _printed(second)
+    assert pid_2 == pid_1 and state == ["False", "60", "0"]
+    assert count_1 == count_2 == 1
+    assert _printed(after_failure)[1][0] != pid_1
+    fresh = runner.execute_notebook(tmp_path / "sees.ipynb", tmp_path / "out" / "5.ipynb")
+    assert _printed(fresh)[1][0] not in (pid_1, _printed(after_failure)[1][0])

@@ -40,6 +40,7 @@ from fairnb.models.cache import atomic_write_text, cache_dir, cache_key
 from fairnb.models.capabilities import capabilities, describe_missing
 from fairnb.models.names import EMBEDDED_MODELS, check_model_name, model_label, model_slug, split_variant
 from fairnb.models.served_spec import is_served, spec_text
+from fairnb.report.kernels import KERNEL_QUIET, PageKernel
 from fairnb.report.parameters import check_chapter_parameters, check_timeout, parameter_defaults, parameters_per_notebook
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
@@ -52,9 +53,6 @@ NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 GETTING_STARTED = (0, "Quickstart", "00_quickstart.ipynb")
 HEADING = re.compile(r"^\s{0,3}#{1,6}\s+\S")
 EXECUTORS = ("local", "dask")
-# The kernel's own log (its localhost-TCP transport warning, interrupt notices) is not for the
-# reader; errors in cells still reach the notebook and the summary.
-KERNEL_QUIET = ["--IPKernelApp.log_level=CRITICAL"]
 STALE_SECONDS = 3600  # a temporary not written to for this long belongs to a run that died
 # A line of fairnb.models.batching.Progress, which the heavy steps of a page write to stderr.
 PROGRESS_LINE = re.compile(r"^[^\n]*: [\d,]+ / [\d,]+ rows \(.*$", re.M)
@@ -129,7 +127,8 @@ def watching_progress(path: Path, report: Callable[[str], None] | None) -> Itera
 
 def execute_notebook(source: str | Path, output: str | Path, parameters: dict | None = None,
                      cwd: str | Path | None = None, timeout: int | None = None, *,
-                     title_suffix: str | None = None, on_progress: Callable[[str], None] | None = None) -> Path:
+                     title_suffix: str | None = None, on_progress: Callable[[str], None] | None = None,
+                     kernel: PageKernel | None = None) -> Path:
     """Run ``source`` with papermill, injecting ``parameters``; the result lands at ``output``.
 
     The executed notebook is written to a temporary file first and renamed on success, so
@@ -138,24 +137,32 @@ def execute_notebook(source: str | Path, output: str | Path, parameters: dict | 
     progress lines of heavy steps are taken out of the page (:func:`finish_page`); while it runs,
     ``on_progress`` gets each new progress line (rows done / total, rate, ETA).
     ``title_suffix`` is appended to the first markdown heading (see :func:`retitle`).
+    ``kernel`` runs the page in a kernel that may have run pages before (see :mod:`fairnb.report.kernels`);
+    without it the page gets a new kernel, shut down after it.
     """
     import papermill
 
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
+    cwd = str(cwd or REPO_ROOT)
+    reused = {"km": kernel.for_page(cwd)} if kernel is not None else {}
     try:
         with watching_progress(tmp, on_progress):
             papermill.execute_notebook(
-                str(source), str(tmp), parameters=parameters or {}, cwd=str(cwd or REPO_ROOT),
+                str(source), str(tmp), parameters=parameters or {}, cwd=cwd,
                 kernel_name="python3", progress_bar=False, execution_timeout=timeout,
-                extra_arguments=KERNEL_QUIET,
+                extra_arguments=KERNEL_QUIET, **reused,
             )
         finish_page(tmp, title_suffix, fallback=Path(source).stem)
     except BaseException:
+        if kernel is not None:
+            kernel.after_page(failed=True)
         if tmp.exists():
             os.replace(tmp, failed_path(output))
         raise
+    if kernel is not None:
+        kernel.after_page(failed=False)
     os.replace(tmp, output)
     failed_path(output).unlink(missing_ok=True)
     return output
@@ -422,10 +429,11 @@ def failure_reason(error: BaseException) -> str:
 
 def run_pair(pair: Pair, parameters: dict | None = None, cwd: str | Path | None = None,
              timeout: int | None = None, results: str | Path | None = None, why: str = "",
-             on_progress: Callable[[str], None] | None = None) -> PairResult:
+             on_progress: Callable[[str], None] | None = None, kernel: PageKernel | None = None) -> PairResult:
     """Execute one pair, injecting ``parameters`` and ``model``; a failing notebook is reported, not raised.
 
-    ``on_progress`` gets the progress lines of the page's heavy steps (see :func:`execute_notebook`).
+    ``on_progress`` gets the progress lines of the page's heavy steps, ``kernel`` is the kernel to reuse
+    (see :func:`execute_notebook`).
     """
     label = model_label(pair.model)
     if results is not None:
@@ -434,7 +442,7 @@ def run_pair(pair: Pair, parameters: dict | None = None, cwd: str | Path | None 
     start = time.perf_counter()
     try:
         execute_notebook(pair.source, pair.output, parameters, cwd, timeout, title_suffix=f" — {label}",
-                         on_progress=on_progress)
+                         on_progress=on_progress, kernel=kernel)
     except Exception as error:  # one failing pair never stops the others
         kept = failed_path(pair.output)
         return PairResult(label, pair.chapter, "failed", time.perf_counter() - start,
@@ -583,7 +591,7 @@ def clean_stale_temporaries(pairs: Sequence[Pair]) -> None:
 def run_pairs(pairs: Sequence[Pair], parameters: dict | None = None, *, cwd: str | Path | None = None,
               timeout: int | None = None, force: bool = False, executor: str = "local",
               scheduler: str | None = None, workers: int | None = None,
-              results: str | Path | None = None) -> pd.DataFrame:
+              results: str | Path | None = None, fresh_kernels: bool = False) -> pd.DataFrame:
     """Run every pair and return the summary: model, chapter, status, seconds, reason (in pair order).
 
     Every parameter is checked against the notebooks before any kernel starts, and each notebook
@@ -591,6 +599,8 @@ def run_pairs(pairs: Sequence[Pair], parameters: dict | None = None, *, cwd: str
     is where the notebooks write their result files (``$FAIRNB_RESULTS`` of their kernels).
     ``executor="local"`` runs the pairs here, ``workers`` kernels at a time (default: :func:`page_slots`);
     ``"dask"`` submits them to the cluster at ``scheduler``, or a LocalCluster of ``workers`` processes.
+    Here each of the ``workers`` runs its pages in one kernel, emptied between pages
+    (:class:`~fairnb.report.kernels.PageKernel`); ``fresh_kernels=True`` starts a new kernel per page.
     """
     if executor not in EXECUTORS:
         raise ValueError(f"Unknown executor {executor!r}: choose one of {', '.join(EXECUTORS)}.")
@@ -623,7 +633,7 @@ def run_pairs(pairs: Sequence[Pair], parameters: dict | None = None, *, cwd: str
     jobs = [(index, pair, why, shares[pair.source]) for index, pair, why in pending]
     slots = page_slots(workers, max(len(jobs), 1))
     with threads_per_kernel(1 if scheduler else slots):
-        outcome.update(_run_here(jobs, arguments, slots) if executor == "local"
+        outcome.update(_run_here(jobs, arguments, slots, fresh_kernels) if executor == "local"
                        else _run_on_dask(jobs, arguments, scheduler, slots))
     frame = pd.DataFrame([asdict(outcome[i]) for i in range(len(pairs))],
                          columns=["model", "chapter", "status", "seconds", "reason"])
@@ -634,13 +644,15 @@ def unprepared_result(pair: Pair, why: str) -> PairResult:
     return PairResult(model_label(pair.model), pair.chapter, "failed", 0.0, f"the model could not be prepared: {why}")
 
 
-def _run_here(jobs: list, arguments: dict, slots: int) -> dict[int, PairResult]:
+def _run_here(jobs: list, arguments: dict, slots: int, fresh_kernels: bool = False) -> dict[int, PairResult]:
     """Run the pairs in this process, ``slots`` kernels at a time, longest first (:func:`longest_first`); a page
-    starts once its model is ready (:func:`preparing`), so one model's pages run while another converts."""
+    starts once its model is ready (:func:`preparing`), so one model's pages run while another converts.
+    Each page thread keeps its kernel for its next page unless ``fresh_kernels``."""
     by_pair = {job[1]: job for job in jobs}
     progress = tqdm(total=len(jobs), desc="notebooks", unit="pair")
     running: dict[str, str] = {}  # page -> its latest progress line
     lock = threading.Lock()
+    kernels: dict[str, PageKernel] = {}  # page thread -> its kernel
 
     def show(page: str, line: str | None) -> None:
         with lock:
@@ -659,18 +671,24 @@ def _run_here(jobs: list, arguments: dict, slots: int) -> dict[int, PairResult]:
             show(page, None)
             return index, unprepared_result(pair, unprepared)
         show(page, "")
+        kernel = None if fresh_kernels else kernels.setdefault(threading.current_thread().name, PageKernel())
         try:
-            return index, run_pair(pair, share, **arguments, why=why, on_progress=lambda line: show(page, line))
+            return index, run_pair(pair, share, **arguments, why=why, on_progress=lambda line: show(page, line),
+                                   kernel=kernel)
         finally:
             show(page, None)
 
     outcome = {}
-    with preparing(list(dict.fromkeys(pair.model for pair in by_pair)), slots) as ready, \
-            ThreadPoolExecutor(max_workers=slots, thread_name_prefix="fairnb-page") as pool:
-        for future in as_completed([pool.submit(run, by_pair[pair]) for pair in longest_first(list(by_pair))]):
-            index, result = future.result()
-            outcome[index] = result
-            progress.update()
+    try:
+        with preparing(list(dict.fromkeys(pair.model for pair in by_pair)), slots) as ready, \
+                ThreadPoolExecutor(max_workers=slots, thread_name_prefix="fairnb-page") as pool:
+            for future in as_completed([pool.submit(run, by_pair[pair]) for pair in longest_first(list(by_pair))]):
+                index, result = future.result()
+                outcome[index] = result
+                progress.update()
+    finally:
+        for kernel in kernels.values():
+            kernel.close()
     progress.close()
     return outcome
 
