@@ -40,6 +40,17 @@ def test_every_chapter_declares_presets_paper_settings_and_a_citation():
         assert chapter.settings("quick", {override: NOT_GIVEN}) == dict(chapter.presets["quick"])
 
 
+def test_every_cited_key_is_in_the_books_bibliography():
+    """A key missing from references.bib renders as a broken citation and only warns in the book build."""
+    import re
+    bib_keys = set(re.findall(r"^@\w+\{([^,\s]+),", (ROOT / "book" / "references.bib").read_text(), re.M))
+    cited = {ch.citation.key for ch in fairnb.chapters() if ch.citation}
+    for source in [*(ROOT / "notebooks").glob("*.ipynb"), *(ROOT / "book").glob("*.md")]:
+        for keys in re.findall(r"\{cite(?::\w+)?\}`([^`]+)`", source.read_text()):
+            cited |= {key.strip() for key in keys.split(",")}
+    assert len(cited) >= 5 and cited <= bib_keys, sorted(cited - bib_keys)
+
+
 def test_every_fairnb_module_a_page_imports_is_in_its_rerun_fingerprint():
     """A page reruns when code it imports changes: each module a notebook imports is fingerprinted."""
     import re

@@ -389,6 +389,20 @@ def test_cache_paths_are_kept_out_of_the_page(tmp_path):
     assert outputs[1]["data"]["text/plain"] == "source: $FAIRNB_CACHE/models/SmolLM2-135M-Instruct.Q4_1-abc-v2"
 
 
+def test_each_models_copy_of_a_page_gets_its_own_exercise_labels(tmp_path):
+    exercise = "```{exercise}\n:label: bvf\nTry it.\n```\nSee {ref}`bvf-norm` and {ref}`bvf`."
+    solution = "```{solution-start} bvf\n```\n```{solution} bvf-norm\n```\n:label: bvf-norm\nbvf stays text."
+    page = tmp_path / "gemma-3-270m" / "page.ipynb"
+    page.parent.mkdir()
+    write_notebook(page, [new_markdown_cell("# Page"), new_markdown_cell(exercise), new_markdown_cell(solution)])
+    runner.finish_page(page, " — gemma-3-270m", "page")
+    cells = [cell.source for cell in nbformat.read(page, as_version=4).cells]
+    assert cells[1] == ("```{exercise}\n:label: bvf-gemma-3-270m\nTry it.\n```\n"
+                        "See {ref}`bvf-norm-gemma-3-270m` and {ref}`bvf-gemma-3-270m`.")
+    assert cells[2] == ("```{solution-start} bvf-gemma-3-270m\n```\n```{solution} bvf-norm-gemma-3-270m\n```\n"
+                        ":label: bvf-norm-gemma-3-270m\nbvf stays text.")
+
+
 @pytest.mark.parametrize("notebook", [*sorted((Path(fairnb.__file__).parents[1] / "notebooks").glob("*.ipynb")),
                                       book.COMPARISON_NOTEBOOK], ids=lambda p: p.stem)
 def test_papermill_reads_every_declared_parameter_quietly(notebook, caplog):

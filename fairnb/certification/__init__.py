@@ -167,7 +167,7 @@ CHAPTER = Chapter(
     needs=("generate",),
     presets=PRESETS,
     paper_settings=PAPER_SETTINGS,
-    citation=Citation("chaudhary2025llmcertb", "I. Chaudhary, Q. Hu, M. Kumar, M. Ziyadi, R. Gupta, G. Singh",
+    citation=Citation("chaudhary2025llmcert", "I. Chaudhary, Q. Hu, M. Kumar, M. Ziyadi, R. Gupta, G. Singh",
                       "Certifying Counterfactual Bias in LLMs", "ICLR", 2025, "https://arxiv.org/abs/2405.18780"),
 )
 

@@ -191,6 +191,7 @@ def finish_page(path: str | Path, suffix: str | None, fallback: str) -> None:
                             if output is not None]
     if suffix:
         retitle(notebook, suffix, fallback)
+        label_per_model(notebook, Path(path).parent.name)
     nbformat.write(notebook, path)
 
 
@@ -206,6 +207,25 @@ def _without_progress(output):
         return output
     text = re.sub(r"\n{2,}", "\n", PROGRESS_LINE.sub("", _stream_text(output))).lstrip("\n")
     return nbformat.v4.new_output("stream", name="stderr", text=text) if text.strip() else None
+
+
+LABEL = re.compile(r"^:label:\s*(\S+)\s*$", re.M)
+
+
+def label_per_model(notebook, model_folder: str) -> None:
+    """Suffix each exercise label, and every use of it, with the page's model folder, in place.
+
+    Every model's copy of a chapter lands in one book, where a label must be unique: without this,
+    the solution on the second model's page links to the exercise on the first one's.
+    """
+    markdown = [cell for cell in notebook.cells if cell.cell_type == "markdown"]
+    labels = {name for cell in markdown for name in LABEL.findall(cell.source)}
+    if not labels:
+        return
+    use = re.compile(r"(:label:\s*|\{solution(?:-start)?\}\s*|\{(?:ref|numref|eq)\}`)("
+                     + "|".join(map(re.escape, sorted(labels, key=len, reverse=True))) + r")(?=[\s`]|$)", re.M)
+    for cell in markdown:
+        cell.source = use.sub(lambda m: f"{m[1]}{m[2]}-{model_folder}", cell.source)
 
 
 def retitle(notebook, suffix: str, fallback: str) -> None:
