@@ -200,6 +200,10 @@ def record_settings(chapter: Chapter, model: str, given: Mapping[str, Any], pres
     preset's keys and ``keys`` beside its result file; returns what was written."""
     resolved = {**given, **chapter.settings(preset, given)} if chapter.presets else dict(given)
     wanted = {k: resolved[k] for k in sorted(set(keys) | set(chapter.presets.get(preset, {}))) if k in resolved}
+    for key, value in wanted.items():
+        if " object at 0x" in repr(value):  # recorded, it would be a memory address, not a setting
+            raise ValueError(f"The setting {key!r} holds an object ({type(value).__name__}), not a value: "
+                             f"a notebook variable named {key!r} hides the parameter; rename the variable.")
     atomic_write_text(settings_file(model, chapter, preset, root), json.dumps(wanted, indent=1, default=str))
     return json.loads(json.dumps(wanted, default=str))
 

@@ -231,6 +231,8 @@ def test_a_notebooks_globals_are_resolved_like_its_settings_and_only_the_asked_k
     recorded = published.record_settings(chapter, "tiny", given, "paper", ["dataset"], tmp_path)
     assert recorded == {"criterion": "official", "dataset": "/data/WinoBias", "limit": 7}
     assert published.read_run_settings(tmp_path) == {("tiny", "demo.paper"): recorded}
+    with pytest.raises(ValueError, match="a notebook variable named 'criterion' hides the parameter"):
+        published.record_settings(chapter, "tiny", {**given, "criterion": object()}, "paper", [], tmp_path)
 
 
 def test_a_paper_without_numbers_says_so(tmp_path):
