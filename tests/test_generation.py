@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import math
 from collections import Counter
 from types import SimpleNamespace
 
@@ -43,11 +44,16 @@ def fake_lm(model, eos: int):
     return SimpleNamespace(model=model, tokenizer=SimpleNamespace(pad_token_id=PAD, eos_token_id=eos))
 
 
-def processors(decoding: generation.Decoding, rows: int) -> LogitsProcessorList:
+def unfused(decoding: generation.Decoding, rows: int) -> LogitsProcessorList:
+    """transformers' warpers, then the Gumbel noise: the reference for ``Decoding.processors``."""
     found = LogitsProcessorList(decoding.warpers())
     if decoding.sampled:
         found.append(generation.RowGumbel(range(100, 100 + rows), "cpu"))
     return found
+
+
+def processors(decoding: generation.Decoding, rows: int) -> LogitsProcessorList:
+    return decoding.processors(range(100, 100 + rows), "cpu")
 
 
 def reference(lm, decoding, **inputs) -> torch.Tensor:
@@ -55,17 +61,48 @@ def reference(lm, decoding, **inputs) -> torch.Tensor:
     config = GenerationConfig(max_new_tokens=NEW, do_sample=False, num_beams=1, pad_token_id=PAD,
                               eos_token_id=lm.model.generation_config.eos_token_id)
     out = lm.model.generate(**inputs, generation_config=config, use_model_defaults=False,
-                            logits_processor=processors(decoding, inputs["attention_mask"].shape[0]))
+                            logits_processor=unfused(decoding, inputs["attention_mask"].shape[0]))
     new = out if "inputs_embeds" in inputs else out[:, inputs["input_ids"].shape[1]:]
     return torch.nn.functional.pad(new, (0, NEW - new.shape[1]), value=PAD)
 
 
 ROWS = [[5, 9, 3, 7, 11, 2], [4, 4], [13, 8, 21, 30], [6, 17, 1, 2, 40, 33, 12, 9], [19, 3, 3]]
 DECODINGS = [generation.Decoding(NEW), generation.Decoding(NEW, 1.0, 20, 0.9)]
+TOP_K = generation.Decoding(NEW, 0.8, 5)  # top-k alone: RowGumbel applies it
+
+
+def test_fused_top_k_draws_what_the_top_k_warper_then_the_noise_draw():
+    """Same noisy scores, bit for bit, with ties at the k-th score, fewer finite scores than k, and without."""
+    rows, vocab = 6, 300
+    scores = torch.randn(rows, vocab)
+    scores[1, :7] = scores[1].max() + 1  # seven tied best: ties at the 5th score are kept
+    scores[2, 3:] = -math.inf  # three finite scores
+    scores[3] = 0.0  # everything tied
+    fused, reference = processors(TOP_K, rows), unfused(TOP_K, rows)
+    for _ in range(3):  # the generators advance alike, step after step
+        drawn = fused(None, scores.clone())
+        assert torch.equal(drawn, reference(None, scores.clone()))
+        assert torch.isfinite(drawn).sum(-1).tolist() == [5, 7, 3, vocab, 5, 5]
+    assert [type(p).__name__ for p in TOP_K.processors([0], "cpu")] == ["RowGumbel"]
+
+
+@pytest.mark.parametrize("decoding, expected", [
+    (generation.Decoding(1, 1.0), [1 / 10, 2 / 10, 3 / 10, 4 / 10]),  # the softmax of log(1..4)
+    (generation.Decoding(1, 0.5), [1 / 30, 4 / 30, 9 / 30, 16 / 30]),  # temperature 1/2 squares the odds
+    (generation.Decoding(1, 1.0, 2), [0, 0, 3 / 7, 4 / 7]),  # top-k 2, renormalised
+    (generation.Decoding(1, 1.0, 2, 0.5), [0, 0, 0, 1]),  # then top-p 0.5 keeps the best alone
+], ids=["softmax", "temperature", "top-k", "top-k-top-p"])
+def test_row_draws_follow_the_warped_softmax(decoding, expected):
+    """Each row's draw, one generator per row, is a sample of the warped softmax (4,000 rows: 3 sd ~ 0.023)."""
+    rows = 4000
+    scores = torch.log(torch.tensor([1.0, 2.0, 3.0, 4.0])).repeat(rows, 1)
+    tokens = decoding.processors(range(rows), "cpu")(None, scores).argmax(-1)
+    shares = torch.bincount(tokens, minlength=4) / rows
+    assert shares.tolist() == pytest.approx(expected, abs=0.025)
 
 
 @pytest.mark.parametrize("kind", ["gpt2", "llama", "gemma3"])
-@pytest.mark.parametrize("decoding", DECODINGS, ids=["greedy", "sampled"])
+@pytest.mark.parametrize("decoding", [*DECODINGS, TOP_K], ids=["greedy", "sampled", "top-k"])
 def test_decoding_loop_gives_the_tokens_of_model_generate(kind, decoding):
     model = tiny_causal(kind)
     ids, mask = left_pad(ROWS, PAD)

@@ -99,6 +99,16 @@ class Decoding:
         ended = _LINE_END.search(text) if self.first_line else None
         return text if ended is None else text[:ended.end() - 1]
 
+    def processors(self, seeds: Sequence[int], device: str | torch.device) -> LogitsProcessorList:
+        """The warpers, then when sampling each row's Gumbel noise (``seeds[i]`` for row ``i``); temperature
+        and top-k without top-p are applied by :class:`RowGumbel` itself."""
+        if not self.sampled:
+            return LogitsProcessorList()
+        warpers = self.warpers()
+        if self.top_k is not None and not any(isinstance(w, NucleusFilter) for w in warpers):
+            return LogitsProcessorList([RowGumbel(seeds, device, self.top_k, float(self.temperature))])
+        return LogitsProcessorList([*warpers, RowGumbel(seeds, device)])
+
     def warpers(self) -> list[LogitsProcessor]:
         """Temperature, then top-k, then top-p (the order ``transformers`` applies them)."""
         if not self.sampled:
@@ -158,10 +168,18 @@ def row_seeds(prompts: Sequence[str], seed: int) -> list[int]:
 
 
 class RowGumbel(LogitsProcessor):
-    """Adds Gumbel noise to each row's scores from that row's own generator (see the module docstring)."""
+    """Adds Gumbel noise to each row's scores from that row's own generator (see the module docstring).
 
-    def __init__(self, seeds: Sequence[int], device: str | torch.device):
+    With ``top_k`` it also divides by ``temperature`` and keeps each row's ``top_k`` best scores
+    (``TemperatureLogitsWarper`` then ``TopKLogitsWarper``, ties at the k-th score included), but
+    scales and noises those scores only: the same draws, without passing over the whole
+    vocabulary three more times each step (~80 ms of a ~450 ms step for 24 rows of Gemma's 262k tokens).
+    """
+
+    def __init__(self, seeds: Sequence[int], device: str | torch.device, top_k: int | None = None,
+                 temperature: float = 1.0):
         self.generators = [torch.Generator(device=device).manual_seed(s) for s in seeds]
+        self.top_k, self.temperature = top_k, temperature
 
     def keep(self, rows: Sequence[int]) -> None:
         """Keep the generators of ``rows`` only (the rows still decoding, in their new order)."""
@@ -172,14 +190,28 @@ class RowGumbel(LogitsProcessor):
         for row, g in zip(uniform, self.generators):
             torch.rand(scores.shape[-1], generator=g, device=scores.device, out=row)
         values = scores.float()
+        if self.top_k is not None:
+            k = min(self.top_k, values.shape[-1])
+            top, index = values.topk(min(k + 1, values.shape[-1]), dim=-1)
+            top = top / self.temperature  # TemperatureLogitsWarper's arithmetic, on these scores only
+            if k == values.shape[-1] or bool((top[:, k] < top[:, k - 1]).all()):  # no tie at the k-th score
+                noisy = torch.full_like(values, -math.inf)
+                top, index = top[:, :k], index[:, :k]
+                return cast(torch.FloatTensor, noisy.scatter_(1, index, top + _gumbel(uniform.gather(1, index))))
+            values = values / self.temperature
+            values = values.masked_fill(values < top[:, k - 1:k], -math.inf)  # keeps the ties, as TopKLogitsWarper
         # noise only where a warper left the score finite (top-k keeps a few): -inf stays -inf
         kept = torch.isfinite(values)
-        tiny = torch.finfo(uniform.dtype).tiny
         if bool(kept.all()):
-            return cast(torch.FloatTensor, values - torch.log(-torch.log(uniform.clamp(tiny, 1 - 1e-7))))
+            return cast(torch.FloatTensor, values + _gumbel(uniform))
         noisy = torch.full_like(values, -math.inf)
-        noisy[kept] = values[kept] - torch.log(-torch.log(uniform[kept].clamp(tiny, 1 - 1e-7)))
+        noisy[kept] = values[kept] + _gumbel(uniform[kept])
         return cast(torch.FloatTensor, noisy)
+
+
+def _gumbel(uniform: torch.Tensor) -> torch.Tensor:
+    """Gumbel noise ``-log(-log(u))`` of uniform draws, kept finite."""
+    return -torch.log(-torch.log(uniform.clamp(torch.finfo(uniform.dtype).tiny, 1 - 1e-7)))
 
 
 def _eos_ids(lm: LanguageModel) -> list[int]:
@@ -505,10 +537,7 @@ def generate(
     batch_rows = max(1, lm.batch_size // 2)
 
     def processors(batch: Sequence[int] | np.ndarray) -> LogitsProcessorList:
-        found = LogitsProcessorList(decoding.warpers())
-        if decoding.sampled:
-            found.append(RowGumbel([seeds[i] for i in batch], lm.device))
-        return found
+        return decoding.processors([seeds[i] for i in batch], lm.device)
 
     with torch.inference_mode():
         items = _Rows(lm, rows, heads, bodies, prefix_embeds)
