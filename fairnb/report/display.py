@@ -74,7 +74,8 @@ def _same(a, b) -> bool:
 
 
 def settings_table(chapter, this_run: Mapping, why: Mapping[str, str] | None = None) -> pd.DataFrame:
-    """Setting · paper (and where it says so) · this run · departs, for every setting the paper states.
+    """Setting · paper · this run · departs · why · where the paper says so, for every setting the paper states
+    (the verdict before the source, so a narrow page shows it without scrolling).
 
     The paper's side comes from ``chapter.paper_settings`` (the paper or its official code, never a
     preset); ``this_run`` holds the run's values (its settings plus any descriptive entries such as
@@ -96,7 +97,7 @@ def settings_table(chapter, this_run: Mapping, why: Mapping[str, str] | None = N
         rows.append({"setting": key, "paper": str(stated.value), "where": stated.where,
                      "this run": str(list(ran) if isinstance(ran, tuple) else ran),
                      "departs": "yes" if departs else "", "why": why.get(key, stated.note) if departs else ""})
-    return pd.DataFrame(rows, columns=["setting", "paper", "where", "this run", "departs", "why"]).set_index("setting")
+    return pd.DataFrame(rows, columns=["setting", "paper", "this run", "departs", "why", "where"]).set_index("setting")
 
 
 def glue_headlines(results: pd.DataFrame, page: str, **values) -> None:
