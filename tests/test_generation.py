@@ -133,6 +133,23 @@ def test_decoding_loop_gives_the_tokens_of_model_generate(kind, decoding):
             assert torch.equal(cached, expected)
 
 
+@pytest.mark.parametrize("kind", ["gpt2", "llama", "gemma3"])
+def test_prefixes_are_encoded_without_the_output_head(kind):
+    """A shared prefix needs keys and values, not logits: the output head never runs on its positions
+    (Gemma-3's ``base_model`` is the whole model, so calling it ran the 262k-entry head on each)."""
+    model = tiny_causal(kind)
+    heads = []
+    model.get_output_embeddings().register_forward_hook(lambda *_: heads.append(1))
+    ids, mask = left_pad(ROWS, PAD)
+    cache = generation._cache(fake_lm(model, -1), None)
+    with torch.inference_mode():
+        generation._without_head(fake_lm(model, -1))(input_ids=ids, attention_mask=mask, past_key_values=cache,
+                                                      use_cache=True)
+        assert heads == [] and cache.get_seq_length() == ids.shape[1]
+        model(input_ids=ids, attention_mask=mask)
+    assert heads == [1]
+
+
 def test_finished_rows_leave_the_batch(tiny_gpt2, monkeypatch):
     """Rows stop costing model work once they emitted end-of-sequence: fewer rows per step than the batch."""
     model = tiny_gpt2.model

@@ -24,6 +24,7 @@ numbers are those of the plain layout up to floating-point rounding.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import math
@@ -454,13 +455,24 @@ def _encode_shared(lm: LanguageModel, rows: _Rows, groups: list[tuple[list[int],
     cache = _cache(lm, _pad_states([found[g][1] for g in missing], past) if past else None)
     mask = mask.to(lm.device)
     inputs = dict(inputs_embeds=torch.stack(embeds)) if soft else dict(input_ids=ids.to(lm.device))
-    lm.model.base_model(**inputs, attention_mask=mask, position_ids=position_ids(mask)[:, past:],
-                        past_key_values=cache, use_cache=True)
+    _without_head(lm)(**inputs, attention_mask=mask, position_ids=position_ids(mask)[:, past:],
+                      past_key_values=cache, use_cache=True)
     for i, g in enumerate(missing):
         kept = mask[i].nonzero().squeeze(-1)
         states[g] = [(layer.keys[i][:, kept].clone(), layer.values[i][:, kept].clone()) for layer in cache.layers]
         store.put(keys[g], states[g])
     return states
+
+
+def _without_head(lm: LanguageModel):
+    """The model without its output head, to encode a prefix: its base model or its decoder, whichever is a
+    module of its own (Gemma-3's ``base_model`` is the whole model, GPT-2's ``get_decoder()`` too), else the
+    model asked for one position's logits. Every prefix position through Gemma's 262k-entry head cost
+    more than the prefix's own encoding."""
+    for part in (lm.model.base_model, lm.model.get_decoder()):
+        if part is not lm.model:
+            return part
+    return functools.partial(lm.model, logits_to_keep=1)
 
 
 def _generate_shared(lm: LanguageModel, rows: _Rows, groups: list[tuple[list[int], int]],
