@@ -73,6 +73,18 @@ def _same(a, b) -> bool:
         return False
 
 
+class SettingsTable(pd.DataFrame):
+    """A settings table whose page shows each text whole (pandas cuts cells at 50 characters), wrapped by the book's CSS."""
+
+    @property
+    def _constructor(self):
+        return SettingsTable
+
+    def _repr_html_(self) -> str | None:
+        with pd.option_context("display.max_colwidth", None):
+            return super()._repr_html_()
+
+
 def settings_table(chapter, this_run: Mapping, why: Mapping[str, str] | None = None) -> pd.DataFrame:
     """Setting · paper · this run · departs · why · where the paper says so, for every setting the paper states
     (the verdict before the source, so a narrow page shows it without scrolling).
@@ -88,6 +100,9 @@ def settings_table(chapter, this_run: Mapping, why: Mapping[str, str] | None = N
         >>> table = settings_table(ch, {"seeds": (0,), "k": 2}, why={"seeds": "CPU-sized"})
         >>> table["departs"].tolist(), table.loc["seeds", "this run"], table.loc["seeds", "why"]
         (['yes', ''], '[0]', 'CPU-sized')
+        >>> long = settings_table(ch, {"seeds": (0,)}, why={"seeds": "CPU-sized: " + "hours " * 20 + "on this machine"})
+        >>> "on this machine" in long._repr_html_()
+        True
     """
     why = why or {}
     rows = []
@@ -97,7 +112,7 @@ def settings_table(chapter, this_run: Mapping, why: Mapping[str, str] | None = N
         rows.append({"setting": key, "paper": str(stated.value), "where": stated.where,
                      "this run": str(list(ran) if isinstance(ran, tuple) else ran),
                      "departs": "yes" if departs else "", "why": why.get(key, stated.note) if departs else ""})
-    return pd.DataFrame(rows, columns=["setting", "paper", "this run", "departs", "why", "where"]).set_index("setting")
+    return SettingsTable(rows, columns=["setting", "paper", "this run", "departs", "why", "where"]).set_index("setting")
 
 
 def glue_headlines(results: pd.DataFrame, page: str, **values) -> None:
