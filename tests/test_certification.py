@@ -636,9 +636,9 @@ def test_notebook_runs_on_tiny_model(preset, tiny_gpt2_path, tmp_path):
     groups = len(cert.PRESETS[preset]["decodingtrust_groups"])
     assert f"DecodingTrust, {groups} groups" in text and groups == (2 if preset == "paper" else 3)
     assert "sasha/regardv3" in text  # the settings table names the paper's regard classifier
-    from fairnb.published import settings_file
+    from fairnb.results import read_page_outputs
 
-    assert json.loads(settings_file(str(tiny_gpt2_path), cert.CHAPTER, preset).read_text())["detector"] == "official"
+    assert read_page_outputs(str(tiny_gpt2_path), cert.CHAPTER, preset).settings["detector"] == "official"
     from page_checks import assert_prose_is_glued, written_evidence
 
     glued = assert_prose_is_glued(tmp_path / "out.ipynb")

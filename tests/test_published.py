@@ -13,7 +13,7 @@ import pytest
 import fairnb
 from fairnb import published
 from fairnb.bvf import CHAPTER as BVF
-from fairnb.results import write_results
+from fairnb.results import read_page_outputs, write_results
 
 REPO = Path(__file__).resolve().parents[1]
 # The papers lie in ../shared/papers beside the main checkout (and two levels up from a worktree).
@@ -148,7 +148,7 @@ def test_beside_a_comparable_run_the_numbers_get_difference_interval_and_status(
     assert lines[0].endswith("| 0.42 [0.37, 0.47] | -0.03 | yes | reproduced |")  # inside the interval
     assert lines[1].endswith("| 0.42 [0.37, 0.47] | -0.18 | no | differs |")
     assert lines[2].endswith("| 0.02 | -0.001 | – | reproduced |")  # no interval: |-0.001| <= 0.01
-    assert published.settings_file(model, BVF, "paper", tmp_path).exists()
+    assert read_page_outputs(model, BVF, "paper", tmp_path).settings["criterion"] == "official"
 
 
 def test_a_quick_run_or_another_criterion_is_labelled_not_comparable(tmp_path, tiny_gpt2_path):
