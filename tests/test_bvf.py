@@ -914,15 +914,16 @@ def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path, preset):
 
     results_dir = tmp_path / "results"
     official = tmp_path / "official.csv"
-    official.write_text("T,distribution\nThe [X] explained that [Y],0.7\nThe [X] confirmed that [Y],0.3\n")
+    official.write_text("template,frequency\nThe [X] explained that [Y],7\nThe [X] confirmed that [Y],3\n")
     parameters = {"model": str(tiny_gpt2_path), "preset": preset, "limit": 3, "coverage": 0.8,
                   "variants": ["stereotyped"]}
     if preset == "quick":  # exact words: the tiny vocabulary has no single-token race, religion or disability word
         parameters.update(words="exact", tolerance=0.05)
-    else:  # the official words: a three-category topic of words the tiny vocabulary holds as single tokens
-        religion = tmp_path / "religion.yaml"
-        religion.write_text("categories:\n  a: [friend, nurse]\n  b: [capital]\n  c: [the, and]\n")
-        parameters.update(topics=["gender", "religion"], word_files={"religion": str(religion)},
+    else:  # the official lookup: the official gender.json's format, and a three-category topic of vocabulary keys
+        religion, gender = tmp_path / "religion.yaml", tmp_path / "gender.json"
+        religion.write_text("categories:\n  a: [he, friend]\n  b: [her]\n  c: [and]\n")
+        gender.write_text(json.dumps(GENDER_JSON))
+        parameters.update(topics=["gender", "religion"], word_files={"religion": str(religion), "gender": str(gender)},
                           template_files={"gender": ["gender_templates", str(official)]})
     import os
     os.environ["FAIRNB_RESULTS"], saved = str(results_dir), os.environ.get("FAIRNB_RESULTS")
@@ -932,7 +933,10 @@ def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path, preset):
     finally:
         os.environ["FAIRNB_RESULTS"] = saved
     results = read_results(results_dir)
-    assert set(results["level"]) == {"headline", "group"}
+    assert set(results["level"]) == {"headline", "group", "item"}
+    references = results[results["level"] == "item"]  # Tables 1-2's model-free rows, in every run
+    assert len(references) == 18 and references["value"].isin([0.0, 1.0]).all()
+    results = results[results["level"] != "item"]
     headline = results[results["level"] == "headline"].set_index("metric")
     assert list(headline.index) == ["R", "R_b", "R_v"] and (headline["item"] == "all").all()
     assert 0 <= headline.at["R", "value"] <= 1
@@ -940,16 +944,17 @@ def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path, preset):
     assert (headline["bound"] > 0).all()  # coverage 0.8 drops templates: the page reports the bound
     topics = {"quick": {"gender", "race", "religion", "disability"}, "paper": {"gender", "religion"}}[preset]
     assert set(results["topic"]) == topics
-    assert set(results["criterion"]) == {"official"}  # both presets: the official criterion
-    assert set(results["words"]) == {"exact" if preset == "quick" else "single-token"}
+    assert set(results["criterion"]) == {"eq2" if preset == "quick" else "calculate"}
+    assert set(results["words"]) == {"exact" if preset == "quick" else "vocab-key"}
     occupations = results[(results["topic"] == "gender") & (results["metric"] == "r")]
     assert sorted(occupations["group"]) == ["accountant", "administrator", "advisor"]
     assert headline.at["R", "value"] == pytest.approx(occupations["value"].mean())
     text = out.read_text()
     assert "+stereotyped" in text and "R^b" in text  # the tiny model fine-tuned and scored before and after
     assert "R = " in text and "±" in text
-    assert "official" in text and "eq2" in text and "single-token" in text  # both criteria and conventions shown
-    if preset == "paper":  # the official table of two templates, of which coverage 0.8 keeps one
+    assert "calculate.py" in text and "from Eq. 2 (R - R^v/2, R^b, R^v/2)" in text  # the printed pipeline beside Eq. 2
+    if preset == "paper":  # the official gender.json, read by path, named in the settings table
+        assert "data/gender.json: 5 entries (3 m, 2 f)" in text
         assert (results.loc[results["topic"] == "religion", "value"] <= 1).all()
     from page_checks import assert_prose_is_glued, written_evidence
 

@@ -151,8 +151,8 @@ def word_list_source(topic_or_path: str | Path) -> str:
     if path.suffix == ".json":
         loaded = json.loads(read_text_file(path, "word list"))
         if all(isinstance(x, dict) for x in loaded):
-            counts = {g: sum(1 for x in loaded if x.get("gender") == g) for g in OFFICIAL_GENDERS}
-            return f"data/{path.name}: {len(loaded)} entries ({counts['m']} m, {counts['f']} f)"
+            genders = {g: sum(1 for x in loaded if x.get("gender") == g) for g in OFFICIAL_GENDERS}
+            return f"data/{path.name}: {len(loaded)} entries ({genders['m']} m, {genders['f']} f)"
         return f"data/{path.name}: {len(loaded)} entries"
     table = {"gender": "Table 6", "race": "Table 7", "religion": "Table 3", "disability": "Table 3"}.get(path.stem)
     counts = " + ".join(str(len(ws)) for ws in load_attribute_words(path).values())

@@ -150,7 +150,7 @@ def vocabulary_key_ids(lm: LanguageModel, categories: Mapping[str, Sequence[str]
     takes glued to the previous one ("said that" + "he" reads "said thathe"). A category may keep
     no word (probability 0); no word at all is an error.
     """
-    vocabulary = getattr(lm.tokenizer, "get_vocab", lambda: {})()
+    vocabulary: dict[str, int] = getattr(lm.tokenizer, "get_vocab", dict)()
     kept: dict[str, dict[str, int]] = {}
     for category, words in categories.items():
         ids: dict[int, str] = {}

@@ -143,26 +143,30 @@ def criteria_table(probs: Mapping[str, pd.DataFrame], k: float = np.inf) -> pd.D
                       for name in CRITERIA}, axis=1, names=["criterion", "risk"])
 
 
-def pipeline_relation(probs: pd.DataFrame) -> pd.DataFrame:
-    """The exact relation of the printed pipeline to Eq. 2 for two categories, on one topic's probabilities.
+def pipeline_relation(probs: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """The exact relation of the printed pipeline to Eq. 2, on the same probabilities, for each two-category topic.
 
     calculate.py's r_x = max_y E_c s_y^+ against Eq. 2's E_c max_y s_y^+: r^b is the same, the
-    printed r^v is half of Eq. 2's, and the printed r is Eq. 2's r minus the printed r^v. One row
-    per risk: Eq. 2, calculate.py, and calculate.py as the relation predicts it from Eq. 2.
+    printed r^v is half of Eq. 2's, and the printed r is Eq. 2's r minus the printed r^v. Rows
+    (topic, risk): Eq. 2, calculate.py, and calculate.py as the relation predicts it from Eq. 2.
+    Topics of more than two categories are left out (calculate.py's race rule is another one).
 
     Examples:
         >>> probs = pd.DataFrame({"group": ["a"] * 6, "template": list("xxyyzz"), "weight": 1.0,
         ...                       "category": ["male", "female"] * 3, "p": [0.9, 0.1, 0.4, 0.6, 0.7, 0.3]})
-        >>> pipeline_relation(probs).round(4).values.tolist()
+        >>> pipeline_relation({"gender": probs}).round(4).values.tolist()
         [[0.4667, 0.4, 0.4], [0.3333, 0.3333, 0.3333], [0.1333, 0.0667, 0.0667]]
     """
-    if probs["category"].nunique() != 2:
-        raise ValueError("The relation of calculate.py to Eq. 2 holds for two categories; this topic has "
-                         f"{probs['category'].nunique()}.")
-    eq2, printed = (risk_table(probs, criterion=name)[1] for name in ("eq2", "calculate"))
-    predicted = {"R_b": eq2["R_b"], "R_v": eq2["R_v"] / 2, "R": eq2["R"] - eq2["R_v"] / 2}
-    return pd.DataFrame({"Eq. 2": eq2, "calculate.py": printed, "from Eq. 2: R - R^v/2, R^b, R^v/2": predicted},
-                        index=list(RISKS))
+    rows = {}
+    for topic, frame in probs.items():
+        if frame["category"].nunique() != 2:
+            continue
+        eq2, printed = (risk_table(frame, criterion=name)[1] for name in ("eq2", "calculate"))
+        predicted = {"R": eq2["R"] - eq2["R_v"] / 2, "R_b": eq2["R_b"], "R_v": eq2["R_v"] / 2}
+        for risk in RISKS:
+            rows[(topic, risk)] = {"Eq. 2": eq2[risk], "calculate.py": printed[risk],
+                                   "from Eq. 2 (R - R^v/2, R^b, R^v/2)": predicted[risk]}
+    return pd.DataFrame.from_dict(rows, orient="index")
 
 
 def distribution_table(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
@@ -260,7 +264,7 @@ def reference_rows() -> pd.DataFrame:
         >>> rows.loc[rows["item"] == "randomly stereotyped reference (race)", ["metric", "value"]].values.tolist()
         [['R', 1.0], ['R_b', 0.0], ['R_v', 1.0]]
     """
-    rows = []
+    rows: list[dict] = []
     for topic, n in REFERENCE_TOPICS.items():
         table = reference_risks(n, criterion="eq2") / largest_criterion(n)
         # rounded to 12 digits: the mean of five one-hot rows is 0.2 up to float noise (1e-17)
