@@ -39,7 +39,8 @@ STATUSES = ("reproduced", "differs", "not comparable", "not run")
 
 # Result metrics a published number may name besides each chapter's headlines (its group rows).
 GROUP_METRICS = {
-    "ucerf": ("intrinsic_type1_ucerf", "intrinsic_type1_perplexity", "intrinsic_type2_accuracy"),
+    # tpr_difference: the case study's per-example |TPR_pro - TPR_anti| / 2 (the case-study table's column)
+    "ucerf": ("intrinsic_type1_ucerf", "intrinsic_type1_perplexity", "intrinsic_type2_accuracy", "tpr_difference"),
     "group_fairness": ("gf_think_toxicity", "gf_think_negative_sentiment"),
     "certification": ("coverage",),
 }
