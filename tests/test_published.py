@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 # The papers lie in ../shared/papers beside the main checkout (and two levels up from a worktree).
 PAPERS = next((p for p in (REPO.parent / "shared" / "papers", REPO.parents[1] / "shared" / "papers") if p.is_dir()),
               REPO.parent / "shared" / "papers")
-COUNTS = {1: 153, 2: 0, 3: 24, 4: 370, 5: 11}
+COUNTS = {1: 171, 2: 0, 3: 24, 4: 370, 5: 11}
 
 
 @pytest.fixture(scope="module")
@@ -220,7 +220,7 @@ def test_reproduce_without_the_hub_prints_the_plan_and_runs_nothing(monkeypatch,
     assert first.startswith("Nothing runs: no model of the paper could be found (Unknown model")
     assert "The plan: 7 (model, chapter) runs under preset=paper of 7 models" in first
     assert "xlnet-base-cased" in out and "a permutation LM (XLNet)" in out
-    assert "python -m fairnb run --models bert-base-uncased --chapters 1 --param preset=paper" in out
+    assert "python -m fairnb run --models bert-large-uncased --chapters 1 --param preset=paper" in out
 
 
 def test_the_reproduction_page_sits_beside_the_comparison_page_in_the_toc(tmp_path):
