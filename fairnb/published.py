@@ -6,16 +6,15 @@ names one; ``*``: a number that does not depend on a model), ``topic``, ``item``
 result row of the chapter that computes it), ``value`` as printed, ``scale`` (``fraction``,
 ``percent`` or ``rank of N (1 = highest|lowest)``), ``kind`` (``value``, ``rank`` or ``lower_bound``:
 "more than"), ``tolerance`` (on the printed scale, used where the run has no interval),
-``comparable`` (the conditions a run must meet, ``key=value``, ``key>=number`` or ``key~text``
+``comparable`` (the conditions a run must meet, ``key=value``, ``key!=value``, ``key>=number`` or ``key~text``
 joined by ``;``: ``preset`` is the run's preset, a column of the run's result row such as ``n``
 is read there, any other key from the run's settings) and a ``note``.
 
-A chapter page calls :func:`published_beside_run`, which also records the run's settings beside
-its result file, so the reproduction page (:func:`reproduction_table`) can judge every run later.
+A chapter page calls :func:`published_beside_run`, which also keeps the run's settings in
+its run record (beside its result file), so the reproduction page (:func:`reproduction_table`) can judge every run later.
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Collection, Mapping
@@ -27,21 +26,21 @@ from IPython.display import Markdown
 
 from fairnb.contract import NOT_GIVEN, Chapter, require_columns, shipped_file
 from fairnb.formatting import number
-from fairnb.models.cache import atomic_write_text
 from fairnb.models.names import model_label
-from fairnb.results import read_results, results_file, results_root
+from fairnb.results import RECORD_SUFFIX, read_record, read_results, results_file, results_root, write_settings
 
 COLUMNS = ("paper", "table", "model", "hub_id", "topic", "item", "metric", "value", "scale", "kind", "tolerance",
            "comparable", "note")
 KINDS = ("value", "rank", "lower_bound")
 SCALE = re.compile(r"^(fraction|percent|rank of (\d+) \(1 = (highest|lowest)\))$")
-CONDITION = re.compile(r"^\s*(\w+)\s*(>=|=|~)\s*(\S.*?)\s*$")
+CONDITION = re.compile(r"^\s*(\w+)\s*(>=|!=|=|~)\s*(\S.*?)\s*$")
 ANY_MODEL = "*"
 STATUSES = ("reproduced", "differs", "not comparable", "not run")
 
 # Result metrics a published number may name besides each chapter's headlines (its group rows).
 GROUP_METRICS = {
-    "ucerf": ("intrinsic_type1_ucerf", "intrinsic_type1_perplexity", "intrinsic_type2_accuracy"),
+    # tpr_difference: the case study's per-example |TPR_pro - TPR_anti| / 2 (the case-study table's column)
+    "ucerf": ("intrinsic_type1_ucerf", "intrinsic_type1_perplexity", "intrinsic_type2_accuracy", "tpr_difference"),
     "group_fairness": ("gf_think_toxicity", "gf_think_negative_sentiment"),
     "certification": ("coverage",),
 }
@@ -115,18 +114,18 @@ def parse_conditions(text: str) -> list[tuple[str, str, str]]:
     """``"preset=paper; n>=2000"`` -> ``[("preset", "=", "paper"), ("n", ">=", "2000")]``.
 
     Examples:
-        >>> parse_conditions("preset=paper; template_files~book.csv")
-        [('preset', '=', 'paper'), ('template_files', '~', 'book.csv')]
+        >>> parse_conditions("preset=paper; template_files~book.csv; prompts!=fairnb's")
+        [('preset', '=', 'paper'), ('template_files', '~', 'book.csv'), ('prompts', '!=', "fairnb's")]
         >>> parse_conditions("preset paper")
         Traceback (most recent call last):
         ...
-        ValueError: The condition 'preset paper' is not key=value, key>=number or key~text.
+        ValueError: The condition 'preset paper' is not key=value, key!=value, key>=number or key~text.
     """
     found: list[tuple[str, str, str]] = []
     for part in filter(str.strip, str(text).split(";")):
         match = CONDITION.match(part)
         if not match:
-            raise ValueError(f"The condition {part.strip()!r} is not key=value, key>=number or key~text.")
+            raise ValueError(f"The condition {part.strip()!r} is not key=value, key!=value, key>=number or key~text.")
         key, op, value = match.groups()
         found.append((key, op, value))
     return found
@@ -184,11 +183,6 @@ def run_command(hub_id: str, number: int) -> str:
     return f"python -m fairnb run --models {hub_id} --chapters {number} --param preset=paper"
 
 
-def settings_file(model: str, chapter: Chapter, preset: str, root: str | Path | None = None) -> Path:
-    """Where a run's settings lie: beside its result file, ``<key>[.<preset>].settings.json``."""
-    return results_file(model, chapter, preset, root).with_suffix(".settings.json")
-
-
 def condition_keys(published: pd.DataFrame) -> set[str]:
     """Every key the published rows' conditions name."""
     return {key for text in published["comparable"] for key, _, _ in parse_conditions(text)}
@@ -196,16 +190,11 @@ def condition_keys(published: pd.DataFrame) -> set[str]:
 
 def record_settings(chapter: Chapter, model: str, given: Mapping[str, Any], preset: str, keys: Collection[str],
                     root: str | Path | None = None) -> dict:
-    """Resolve a run's settings (``given``: its settings or the notebook's ``globals()``) and write the
-    preset's keys and ``keys`` beside its result file; returns what was written."""
+    """Resolve a run's settings (``given``: its settings or the notebook's ``globals()``) and keep the
+    preset's keys and ``keys`` in the run's record (:func:`fairnb.results.write_settings`); returns what was kept."""
     resolved = {**given, **chapter.settings(preset, given)} if chapter.presets else dict(given)
     wanted = {k: resolved[k] for k in sorted(set(keys) | set(chapter.presets.get(preset, {}))) if k in resolved}
-    for key, value in wanted.items():
-        if " object at 0x" in repr(value):  # recorded, it would be a memory address, not a setting
-            raise ValueError(f"The setting {key!r} holds an object ({type(value).__name__}), not a value: "
-                             f"a notebook variable named {key!r} hides the parameter; rename the variable.")
-    atomic_write_text(settings_file(model, chapter, preset, root), json.dumps(wanted, indent=1, default=str))
-    return json.loads(json.dumps(wanted, default=str))
+    return write_settings(model, chapter, preset, wanted, root)
 
 
 def _text(value: Any) -> str:
@@ -226,6 +215,8 @@ def _shown(value: Any, width: int = 40) -> str:
 
 
 def _met(op: str, have: Any, want: str) -> bool:
+    if op == "!=":
+        return not _met("=", have, want)
     if op == "~":
         return want.lower() in _text(have)
     if op == ">=":
@@ -245,15 +236,18 @@ def unmet_conditions(conditions: str, preset: str, settings: Mapping[str, Any], 
     Examples:
         >>> unmet_conditions("preset=paper; n>=2000; words=single-token", "quick", {}, {"n": 640})
         ['it used the quick preset, not paper', 'n is 640, the paper needs at least 2000', 'it does not record words (the paper: single-token)']
+        >>> unmet_conditions("prompts!=fairnb's", "paper", {"prompts": "fairnb's"}, {})
+        ["its prompts are fairnb's"]
     """
     reasons = []
     for key, op, want in parse_conditions(conditions):
         in_row = key in row and not pd.isna(row[key])
         have = preset if key == "preset" else row[key] if in_row else settings.get(key, NOT_GIVEN)
         if key != "preset" and not in_row and key not in settings:
-            reasons.append(f"it does not record {key} (the paper: {want})")
+            reasons.append(f"it does not record {key} (the paper: {'not ' if op == '!=' else ''}{want})")
         elif not _met(op, have, want):
             reasons.append(f"it used the {have} preset, not {want}" if key == "preset" else
+                           f"its {key} {'are' if key.endswith('s') else 'is'} {have}" if op == "!=" else
                            f"{key} is {_shown(have)}, the paper needs at least {want}" if op == ">=" else
                            f"{key} is {_shown(have)}, the paper's {'contains' if op == '~' else 'is'} {want!r}")
     return reasons
@@ -330,7 +324,7 @@ def published_beside_run(chapter: Chapter, model: str, settings: Mapping[str, An
 
     ``settings`` is the run's settings or the notebook's ``globals()`` (preset values resolved as
     :meth:`Chapter.settings` does); ``results`` defaults to the result file the page just wrote.
-    Also records the settings beside that file for the reproduction page.
+    Also keeps the settings in the run's record (:func:`fairnb.results.write_settings`) for the reproduction page.
     """
     published = load_published(chapter) if published is None else published
     recorded = record_settings(chapter, model, settings, preset, condition_keys(published), root)
@@ -363,13 +357,12 @@ def published_beside_run(chapter: Chapter, model: str, settings: Mapping[str, An
 
 
 def read_run_settings(root: str | Path | None = None) -> dict[tuple[str, str], dict]:
-    """Recorded settings of every run under the results root, keyed by (model slug folder, file stem)."""
+    """Recorded settings of every run under the results root, keyed by (model slug folder, results file stem)."""
     found = {}
-    for path in sorted(results_root(root).glob("*/*.settings.json")):
-        try:
-            found[(path.parent.name, path.name.removesuffix(".settings.json"))] = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
+    for path in sorted(results_root(root).glob(f"*/*{RECORD_SUFFIX}")):
+        record = read_record(path)
+        if record is not None and isinstance(record.get("settings"), dict):
+            found[(path.parent.name, path.name.removesuffix(RECORD_SUFFIX))] = record["settings"]
     return found
 
 
@@ -380,9 +373,9 @@ def _runs(results: pd.DataFrame, chapters: Collection[Chapter], root) -> list[di
     runs = []
     for (model, key, preset), rows in results.groupby(["model", "chapter", "preset"], sort=False):
         if key in by_key:
-            path = settings_file(model, by_key[key], preset, root)
+            path = results_file(model, by_key[key], preset, root)
             runs.append(dict(model=model, chapter=key, preset=preset, rows=rows,
-                             settings=stored.get((path.parent.name, path.name.removesuffix(".settings.json")), {})))
+                             settings=stored.get((path.parent.name, path.name.removesuffix(".parquet")), {})))
     return runs
 
 

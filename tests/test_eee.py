@@ -18,6 +18,7 @@ from jsonschema import Draft7Validator
 import fairnb
 from fairnb import cli
 from fairnb.report import eee, runner
+from fairnb.results import write_page_outputs
 
 SCHEMAS = Path(fairnb.__file__).parent / "report" / "data" / "eee"
 
@@ -107,10 +108,9 @@ def test_reexporting_an_unchanged_run_writes_the_same_bytes_and_drops_records_of
     assert exported(first) == exported(second) and len(exported(first)) == 2
     copy = tiny_run["root"] / "copy"
     shutil.copytree(tiny_run["runs"], copy)
-    rows = pd.read_parquet(next(copy.glob("results/*/ucerf.parquet"))).assign(model="/elsewhere/another")
+    rows = pd.read_parquet(next(copy.glob("results/*/ucerf.parquet")))
     shutil.rmtree(next(copy.glob("results/*")))  # the tiny model's run is gone; another model's is there
-    (copy / "results" / "another").mkdir()
-    rows.to_parquet(copy / "results" / "another" / "ucerf.parquet")
+    write_page_outputs("/elsewhere/another", fairnb.chapter("ucerf"), results=rows, results_dir=copy / "results")
     assert cli_main("export", "--runs", str(copy), "--results", str(copy / "results"), str(first))[0] == 0
     assert [Path(p).parent.as_posix() for p in exported(first)] == ["data/fairnb_ucerf/local/another"]
 

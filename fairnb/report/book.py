@@ -23,7 +23,7 @@ from fairnb.models.names import model_label
 from fairnb.report import cards, eee
 from fairnb.report.findings import headline_findings
 from fairnb.report.runner import GETTING_STARTED, REPO_ROOT, execute_notebook, failed_path, failure_reason, read_record
-from fairnb.results import load_results, read_results
+from fairnb.results import load_results, read_results, results_root
 
 COMPARISON_NOTEBOOK = REPO_ROOT / "book" / "comparison.ipynb"
 RECORDS_FOLDER = "eee"  # <runs>/eee: the Every Eval Ever records of every run, laid out as EEE's datastore
@@ -31,16 +31,12 @@ REPRODUCTION_NOTEBOOK = REPO_ROOT / "book" / "reproduction.ipynb"
 INTRO = REPO_ROOT / "book" / "intro.md"
 
 
-def results_folder(runs: str | Path) -> Path:
-    """Where ``fairnb run --out RUNS`` has the notebooks write their result files by default."""
-    return Path(runs) / "results"
-
-
 def execute_comparison(runs: str | Path, results: str | Path | None = None, source: str | Path = COMPARISON_NOTEBOOK,
                        timeout: int | None = None, imported: Sequence[str | Path] = ()) -> Path:
     """Execute an across-models page (the comparison page by default) into ``<runs>/<its name>`` over
-    ``results`` (default ``<runs>/results``); the comparison page also gets the ``imported`` EEE records."""
-    results = Path(results or results_folder(runs)).resolve()
+    ``results`` (default: :func:`fairnb.results.results_root` of ``runs``); the comparison page also gets the
+    ``imported`` EEE records."""
+    results = results_root(results, runs=runs).resolve()
     parameters: dict = {"results_dir": str(results)}
     if Path(source).name == COMPARISON_NOTEBOOK.name:
         parameters["eee_records"] = [str(Path(path).resolve()) for path in imported]
@@ -61,7 +57,7 @@ def write_records_and_cards(runs: str | Path, results: str | Path | None = None)
     ``<runs>/cards``; returns the cards. A problem is one sentence, and the book is built without cards."""
     runs = Path(runs)
     try:
-        finished, problems = eee.finished_runs(runs, results or results_folder(runs))
+        finished, problems = eee.finished_runs(runs, results_root(results, runs=runs))
         exported = eee.export_runs(finished, runs / RECORDS_FOLDER)
         return cards.write_cards(runs, finished, exported, runs / RECORDS_FOLDER)
     except (OSError, ValueError) as error:
@@ -143,7 +139,7 @@ def intro_page(runs: Path, pages: dict[int, list[Path]], results: Path | None = 
         rows.append(f"| {titles[number]} | " + " | ".join(cells) + " |")
     intro = INTRO.read_text().rstrip()
     title, _, rest = intro.partition("\n\n")
-    text = (f"{title}\n\n{rest}\n\n{findings_section(results or results_folder(runs))}\n## The chapters\n\n"
+    text = (f"{title}\n\n{rest}\n\n{findings_section(results_root(results, runs=runs))}\n## The chapters\n\n"
             f"{chapter_table()}\n\n## Chapters and models\n\n" + "\n".join(rows) + "\n")
     if (runs / "comparison.ipynb").exists():
         text += "\nAll models side by side: [the comparison page](comparison.ipynb).\n"
@@ -230,7 +226,7 @@ def build_book(runs: str | Path, book_root: str | Path = REPO_ROOT, results: str
     Returns the exit code of the build (0 when ``build`` is False; 1 when the comparison page failed).
     """
     book_root = Path(book_root).resolve()
-    for problem in load_results(results or results_folder(runs))[1]:
+    for problem in load_results(results_root(results, runs=runs))[1]:
         print(f"fairnb book: {problem}", file=sys.stderr)
     write_records_and_cards(runs, results)
     sources = (COMPARISON_NOTEBOOK, REPRODUCTION_NOTEBOOK)

@@ -44,6 +44,7 @@ import shutil
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -56,11 +57,11 @@ from fairnb.contract import Chapter, Dataset, Headline, shipped_file
 from fairnb.models.cache import atomic_write_text
 from fairnb.models.names import EMBEDDED_SOURCES, model_label, model_slug, split_variant
 from fairnb.models.served_spec import is_served, parse_spec
-from fairnb.published import canonical, model_matches, settings_file
+from fairnb.published import canonical, model_matches
 from fairnb.report.display import RUN_CARD_MIME, SETTINGS_MIME
 from fairnb.report.parameters import parameter_defaults
 from fairnb.report.runner import NOTEBOOKS_DIR, read_record
-from fairnb.results import evidence_file, file_preset, read_results_file
+from fairnb.results import file_preset, read_page_outputs, read_results_file, results_root
 
 SCHEMA_VERSION = "0.3.0"
 CANONICALIZATION = ("fairnb-1: UTF-8 JSON, keys sorted, separators ',' ':', ASCII escapes; without evaluation_id, "
@@ -79,8 +80,8 @@ class FinishedRun:
 
     ``rows`` are its results; ``settings`` the settings the reproduction page judges it by;
     ``parameters`` every notebook parameter it ran with and ``provenance`` what the runner recorded
-    (notebook, model and code fingerprints, fairnb's version); both empty when no runner record
-    belongs to it. ``run_card`` and ``settings_table`` are read from the executed page (empty for a
+    (notebook, model and code fingerprints, fairnb's version; empty when no runner record belongs to
+    it) with ``written``, when the run record was written. ``run_card`` and ``settings_table`` are read from the executed page (empty for a
     page written before they were kept as data).
     """
 
@@ -131,48 +132,43 @@ def page_data(page: Path) -> dict[str, Any]:
 
 
 def finished_runs(runs: str | Path, results: str | Path | None = None) -> tuple[list[FinishedRun], list[str]]:
-    """Every finished run under ``results`` (default ``<runs>/results``), with its executed page in ``runs``.
+    """Every finished run under ``results`` (default :func:`fairnb.results.results_root` of ``runs``), with its
+    executed page in ``runs``.
 
-    Returns the runs in chapter and model order, and one sentence per results file that could not be read.
-    The executed page holds one preset's run at a time: a run of another preset gets no page, parameters
-    or provenance (its results and settings still count).
+    A run is a results file its run record vouches for (:func:`fairnb.results.read_page_outputs`); the record
+    gives its evidence and settings, and, where the runner wrote them, its parameters and provenance (the
+    ``run`` part of the record, else the record beside the executed page, which holds one preset's run at a
+    time). Returns the runs in chapter and model order, and one sentence per results file left out.
     """
     runs = Path(runs)
-    root = Path(results) if results is not None else runs / "results"
+    root = results_root(results, runs=runs)
     found, problems = [], []
     for chapter in fairnb.chapters():
-        paths = sorted({*root.glob(f"*/{chapter.key}.parquet"), *root.glob(f"*/{chapter.key}.*.parquet")})
-        for path in paths:
+        for path in sorted({*root.glob(f"*/{chapter.key}.parquet"), *root.glob(f"*/{chapter.key}.*.parquet")}):
             try:
                 rows = read_results_file(path)
+                if rows.empty:
+                    continue
+                model, preset = str(rows["model"].iloc[0]), file_preset(path)
+                unit = read_page_outputs(model, chapter, preset, root)
             except ValueError as error:
                 problems.append(str(error))
                 continue
-            if rows.empty:
-                continue
-            model, preset = str(rows["model"].iloc[0]), file_preset(path)
-            evidence = evidence_file(model, chapter, preset, root)
             page = runs / model_slug(model) / chapter.notebook
-            record = read_record(page) if page.exists() else None
-            if record is None or record["parameters"].get("preset", "quick") != preset:
-                record, page = None, None
-            data = page_data(page) if page else {}
+            ran = unit.record.get("run") if isinstance(unit.record.get("run"), dict) else None
+            if ran is None and page.exists():
+                ran = read_record(page)
+            if not ran or not isinstance(ran.get("parameters"), dict) or ran["parameters"].get("preset", "quick") != preset:
+                ran, page = None, None
+            data = page_data(page) if page is not None and page.exists() else {}
             found.append(FinishedRun(
-                model, chapter, preset, rows, path, evidence if evidence.exists() else None,
-                settings=_read_json(settings_file(model, chapter, preset, root)),
-                parameters=dict(record["parameters"]) if record else {},
-                provenance={k: v for k, v in (record or {}).items() if k != "parameters"},
+                model, chapter, preset, rows, unit.results, unit.evidence, settings=unit.settings,
+                parameters=dict(ran["parameters"]) if ran else {},
+                provenance={**{k: v for k, v in (ran or {}).items() if k != "parameters"},
+                            "written": unit.record.get("written")},
                 page=page, run_card=dict(data.get(RUN_CARD_MIME) or {}),
                 settings_table=list(data.get(SETTINGS_MIME) or [])))
     return found, problems
-
-
-def _read_json(path: Path) -> dict:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 # --- hashes ----------------------------------------------------------------------------------------
@@ -193,8 +189,8 @@ def sha256_text(text: str | bytes) -> str:
 
 def run_fingerprint(run: FinishedRun) -> str:
     """SHA-256 of what the run was computed from: chapter, preset, parameters, notebook, model and code
-    fingerprints; without a runner record, of its results and settings files."""
-    if run.provenance:
+    fingerprints; without a runner record, of its results file and settings."""
+    if run.parameters:
         basis = {"chapter": run.chapter.key, "preset": run.preset, "parameters": run.parameters,
                  **{k: run.provenance.get(k) for k in ("notebook", "model", "code")}}
     else:
@@ -513,11 +509,13 @@ def datastore_folder(collection: str, ident: str, developer: str = "unknown") ->
 
 
 def run_time(run: FinishedRun) -> str:
-    """When the run wrote its results, in whole seconds since the epoch (the record's ``retrieved_timestamp``)."""
+    """When the run wrote its results, in whole seconds since the epoch (the record's ``retrieved_timestamp``):
+    the time its run record names, else the results file's."""
     written = run.provenance.get("written")
-    if isinstance(written, (int, float)):
-        return str(int(written))
-    return str(int(run.results.stat().st_mtime))
+    try:
+        return str(int(datetime.strptime(str(written), "%Y-%m-%dT%H:%M:%S%z").timestamp()))
+    except ValueError:
+        return str(int(run.results.stat().st_mtime))
 
 
 def export_run(run: FinishedRun, organization: str = "fairnb", relationship: str = "third_party") -> Exported:
