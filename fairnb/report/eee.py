@@ -440,26 +440,32 @@ def instance_lines(run: FinishedRun, evaluation_id: str, ident: str) -> tuple[li
 
     ``is_correct`` is true where the chapter names a reference and every answer equals it (chapter 3: the
     model resolved the pronoun in both sentences of the pair); a bias score without a reference has no
-    correct answer, and its instances say false.
+    correct answer, and its instances say false. A chapter that only scores probabilities has no answer
+    text: its ``output.raw`` is empty (the schema asks every single-turn instance for an output), and the
+    probabilities are in ``metadata`` with every other column of the evidence row.
     """
     spec = run.chapter.instances
     if run.evidence is None or spec is None:
         return [], 0
     frame = pd.read_parquet(run.evidence)
+    missing = [column for column in (spec.score, *spec.inputs) if column not in frame.columns]
+    if missing:
+        raise ValueError(f"The evidence of {run.label} × {run.chapter.key} ({run.preset}) has no column {missing} that "
+                         f"chapter {run.chapter.number}'s contract (instances) names; its columns are {list(frame.columns)}.")
     lines, skipped = [], 0
     for number, row in enumerate(frame.to_dict("records"), start=1):
         score = _finite(row.get(spec.score))
         if score is None:
             skipped += 1
             continue
-        raw = "\n".join(str(row.get(column, "")) for column in spec.inputs)
-        reference = [str(row[spec.reference])] if spec.reference and spec.reference in row else []
-        answers = [str(row.get(column, "")) for column in spec.outputs]
+        raw = "\n".join(_text(row[column]) for column in spec.inputs)
+        reference = [_text(row[spec.reference])] if spec.reference in row else []
+        answers = [_text(row[column]) for column in spec.outputs if column in row]  # none from a model that only scores
         line: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "evaluation_id": evaluation_id, "model_id": ident,
                 "evaluation_name": f"fairnb_{run.chapter.key}", "sample_id": f"{run.chapter.key}-{number:05d}",
                 "sample_hash": sha256_text(canonical_json([raw, reference])), "interaction_type": "single_turn",
                 "input": {"raw": raw, "reference": reference},
-                "output": {"raw": answers} if answers else None, "answer_attribution": [],
+                "output": {"raw": answers}, "answer_attribution": [],
                 "evaluation": {"score": score, "is_correct": bool(reference and answers)
                                and all(answer == reference[0] for answer in answers)},
                 "metadata": {str(k): _text(v) for k, v in row.items()}}
