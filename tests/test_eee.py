@@ -202,5 +202,7 @@ def test_every_chapter_exports_a_valid_record_from_its_contract(chapter, tmp_pat
     assert lines[0]["evaluation"]["is_correct"] is bool(spec.reference and spec.outputs)  # every answer is the reference
     broken = tmp_path / "results" / "m" / "evidence" / Path(written.evidence).name
     pd.DataFrame({"other": [1]}).to_parquet(broken)
-    with pytest.raises(ValueError, match="has no column"):
-        eee.export_run(eee.FinishedRun("m", chapter, "quick", rows, written.results, broken))
+    unfit = eee.export_run(eee.FinishedRun("m", chapter, "quick", rows, written.results, broken))
+    assert "has no column" in unfit.problem and unfit.samples_text is None  # the record stands, and says why
+    assert not list(schema.iter_errors(unfit.record)) and "detailed_evaluation_results" not in unfit.record
+    assert unfit.record["source_metadata"]["additional_details"]["instances"] == f"not written: {unfit.problem}"

@@ -57,8 +57,11 @@ def write_records_and_cards(runs: str | Path, results: str | Path | None = None)
     ``<runs>/cards``; returns the cards. A problem is one sentence, and the book is built without cards."""
     runs = Path(runs)
     try:
-        finished, problems = eee.finished_runs(runs, results_root(results, runs=runs))
+        finished, _ = eee.finished_runs(runs, results_root(results, runs=runs))
         exported = eee.export_runs(finished, runs / RECORDS_FOLDER)
+        for item in exported:  # the results files left out are named by the check of load_results above
+            if item.problem:
+                print(f"fairnb book: {item.problem}", file=sys.stderr)
         return cards.write_cards(runs, finished, exported, runs / RECORDS_FOLDER)
     except (OSError, ValueError) as error:
         print(f"fairnb book: the Every Eval Ever records and eval cards could not be written ({error}); the book is "

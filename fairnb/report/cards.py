@@ -215,6 +215,8 @@ def eval_card(model: str, runs: Sequence[FinishedRun], exported: Mapping[tuple, 
             record = records_folder / item.record_path
             rows.append([where, "EEE record", f"{{download}}`{Path(item.record_path).name} <{_link(record, here)}>`",
                          f"`{sha256_text(item.record_text)}`"])
+            if item.problem:
+                rows.append([where, "EEE instances", "not written", item.problem])
             if item.samples_path and item.samples_text is not None:
                 samples = records_folder / item.samples_path
                 rows.append([where, "EEE instances", f"{{download}}`{Path(item.samples_path).name} <{_link(samples, here)}>`",

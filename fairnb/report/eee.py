@@ -491,6 +491,7 @@ class Exported:
     record: dict
     record_text: str
     samples_text: str | None
+    problem: str = ""  # why the run has no instance file, when its evidence does not fit its chapter's contract
 
 
 def file_uuid(run: FinishedRun) -> str:
@@ -534,7 +535,11 @@ def export_run(run: FinishedRun, organization: str = "fairnb", relationship: str
     name = file_uuid(run)
     retrieved = run_time(run)
     evaluation_id = f"{collection}/{run.preset}/{info['id']}/{retrieved}"
-    lines, skipped = instance_lines(run, evaluation_id, info["id"])
+    try:
+        lines, skipped = instance_lines(run, evaluation_id, info["id"])
+        problem = ""
+    except ValueError as error:  # the record stands without its instances, and says why
+        lines, skipped, problem = [], 0, str(error)
     samples_text = "".join(line + "\n" for line in lines) if lines else None
     results = []
     headline_rows = run.rows[run.rows["level"] == "headline"]
@@ -552,6 +557,8 @@ def export_run(run: FinishedRun, organization: str = "fairnb", relationship: str
                       **({"paper": citation.text().replace("*", "")} if citation else {}),
                       f"{DEDUPE}run_fingerprint": run_fingerprint(run), f"{DEDUPE}hash_algorithm": "sha256",
                       f"{DEDUPE}canonicalization_version": CANONICALIZATION}
+    if problem:
+        source_details["instances"] = f"not written: {problem}"
     library_details = {k: str(v) for k, v in run.run_card.items() if k in ("torch", "transformers", "machine")}
     library_details["notebook"] = run.chapter.notebook
     if run.provenance.get("code"):
@@ -578,7 +585,7 @@ def export_run(run: FinishedRun, organization: str = "fairnb", relationship: str
         check_instance(json.loads(line), f"an instance of {run.label} × {run.chapter.key}")
     text = json.dumps(record, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     return Exported(run, f"{folder}/{name}.json", f"{folder}/{name}_samples.jsonl" if samples_text else None, record,
-                    text, samples_text)
+                    text, samples_text, problem)
 
 
 def export_runs(runs: Iterable[FinishedRun], out: str | Path, organization: str = "fairnb",
