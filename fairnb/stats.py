@@ -41,7 +41,8 @@ def bootstrap(statistic: Callable[[np.ndarray], dict[str, float]], n_units: int,
 
     ``statistic(indices)`` returns a dict of named numbers computed on those units; the
     result has one row per name with ``value`` (on all units), ``ci_low`` and ``ci_high``
-    (NaN resamples are skipped; fewer than two units give a zero-width interval).
+    and ``se``, the standard deviation of the draws (NaN resamples are skipped; fewer than two
+    units give a zero-width interval and no standard error).
 
     Examples:
         >>> values = np.array([0.0, 1.0] * 50)
@@ -52,7 +53,7 @@ def bootstrap(statistic: Callable[[np.ndarray], dict[str, float]], n_units: int,
     _check_bootstrap(n_units, n_resamples, confidence)
     full = pd.Series(statistic(np.arange(n_units)), dtype=float)
     if n_units < 2:
-        return pd.DataFrame({"value": full, "ci_low": full, "ci_high": full})
+        return pd.DataFrame({"value": full, "ci_low": full, "ci_high": full, "se": np.nan})
     rng = np.random.default_rng(seed)
     draws = pd.DataFrame([statistic(rng.integers(0, n_units, n_units)) for _ in range(n_resamples)])
     return _percentile_interval(full, draws, confidence)
@@ -77,7 +78,7 @@ def bootstrap_counts(statistic: Callable[[np.ndarray], dict[str, np.ndarray]], n
     _check_bootstrap(n_units, n_resamples, confidence)
     full = pd.Series({name: float(v[0]) for name, v in statistic(np.ones((1, n_units))).items()}, dtype=float)
     if n_units < 2:
-        return pd.DataFrame({"value": full, "ci_low": full, "ci_high": full})
+        return pd.DataFrame({"value": full, "ci_low": full, "ci_high": full, "se": np.nan})
     return _percentile_interval(full, pd.DataFrame(statistic(resample_counts(n_units, n_resamples, seed))), confidence)
 
 
@@ -106,10 +107,12 @@ def _check_bootstrap(n_units: int, n_resamples: int, confidence: float) -> None:
 
 def _percentile_interval(full: pd.Series, draws: pd.DataFrame, confidence: float) -> pd.DataFrame:
     tail = (1 - confidence) / 2 * 100
+    values = draws[full.index].to_numpy(float)
     with warnings.catch_warnings():  # a metric that is NaN in every resample keeps a NaN interval
         warnings.simplefilter("ignore", RuntimeWarning)
-        low, high = np.nanpercentile(draws[full.index].to_numpy(float), [tail, 100 - tail], axis=0)
-    return pd.DataFrame({"value": full, "ci_low": low, "ci_high": high})
+        low, high = np.nanpercentile(values, [tail, 100 - tail], axis=0)
+        error = np.nanstd(values, axis=0, ddof=1)
+    return pd.DataFrame({"value": full, "ci_low": low, "ci_high": high, "se": error})
 
 
 def bootstrap_mean(values, n_resamples: int = 1000, confidence: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
@@ -285,6 +288,40 @@ def _check_power(alpha: float, power: float) -> None:
         raise ValueError(f"The power must lie between the level {alpha} and 1, not {power}.")
 
 
+def headline_power(rows: pd.DataFrame, effect: float | None = None, confidence: float = 0.95,
+                   alpha: float = ALPHA, power: float = POWER) -> pd.DataFrame:
+    """For each headline row, the difference its run can detect and the items needed for ``effect``.
+
+    A row's standard error is its ``se`` (the chapter's own, from its resamples), else the one its
+    interval implies (:func:`interval_standard_error`); ``n`` is the number of units its interval
+    resamples (occupations, probes, pairs, answers, pivot sets), else the test is read as if n were
+    large. Returns ``se``, ``n``, ``detectable`` (:func:`detectable_effect`) and, with an
+    ``effect``, ``needed`` (:func:`items_needed`); NaN where a row has neither a standard error nor
+    an interval.
+
+    Examples:
+        >>> rows = pd.DataFrame({"value": [0.3, 0.5], "ci_low": [0.2, None], "ci_high": [0.4, None], "n": [60, 8],
+        ...                      "se": [None, 0.02]})
+        >>> headline_power(rows, effect=0.02).round(3).to_dict("records")
+        [{'se': 0.051, 'n': 60.0, 'detectable': 0.145, 'needed': 3067.0}, {'se': 0.02, 'n': 8.0, 'detectable': 0.065, 'needed': 65.0}]
+    """
+    frame = rows.reset_index(drop=True)
+    given = frame["se"] if "se" in frame else pd.Series(np.nan, index=frame.index)
+    low = frame["ci_low"] if "ci_low" in frame else pd.Series(np.nan, index=frame.index)
+    high = frame["ci_high"] if "ci_high" in frame else pd.Series(np.nan, index=frame.index)
+    implied = [interval_standard_error(lo, hi, confidence) for lo, hi in zip(low.astype(float), high.astype(float))]
+    error = given.astype(float).fillna(pd.Series(implied, index=frame.index))
+    size = (frame["n"] if "n" in frame else pd.Series(np.nan, index=frame.index)).astype(float)
+    large = 10 ** 6  # no n written: read the test as if n were large
+    out = pd.DataFrame({"se": error, "n": size})
+    out["detectable"] = [detectable_effect(e, int(n) if np.isfinite(n) else large, alpha, power) if np.isfinite(e)
+                         else np.nan for e, n in zip(error, size)]
+    if effect is not None:
+        out["needed"] = [float(items_needed(e, int(n) if np.isfinite(n) else large, effect, alpha, power))
+                         if np.isfinite(e) and np.isfinite(n) else np.nan for e, n in zip(error, size)]
+    return out
+
+
 def interval_standard_error(ci_low: float, ci_high: float, confidence: float = 0.95) -> float:
     """The standard error a (roughly normal) interval implies: its width over 2 · z at ``confidence``.
 
@@ -326,25 +363,27 @@ def certificate_tightness(n: int, confidence: float = 0.95) -> float:
     return float(1 - ((1 - confidence) / 2) ** (1 / n))
 
 
-def paired_reading(low: float, high: float, direction: str, first: str = "A", second: str = "B",
-                   confidence: float = 0.95) -> str:
-    """Which of two models is fairer, read from the interval of ``second − first``.
+def paired_reading(difference: float, p_value: float, direction: str, first: str = "A", second: str = "B",
+                   alpha: float = ALPHA, correction: str | None = None) -> str:
+    """Which of two models is fairer, read from ``second − first`` and its p-value (adjusted by ``correction``).
 
     ``direction`` is a headline's (``fairnb.contract.DIRECTIONS``); for "nearer 0.5 is fairer" the
-    difference must be of the distances to 0.5. An interval that holds 0 says neither.
+    difference must be of the distances to 0.5. A p-value at or above ``alpha`` (or NaN) says neither.
 
     Examples:
-        >>> paired_reading(0.02, 0.09, "lower is fairer", "base", "stereotyped")
+        >>> paired_reading(0.05, 0.01, "lower is fairer", "base", "stereotyped")
         'base fairer'
-        >>> paired_reading(-0.01, 0.03, "higher is fairer")
-        'not distinguishable at 95 %'
+        >>> paired_reading(0.01, 0.3, "higher is fairer"), paired_reading(0.01, 0.07, "higher is fairer", correction="holm")
+        ('not distinguishable at 95 %', 'not distinguishable after Holm')
     """
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {DIRECTIONS}, not {direction!r}.")
+    if not p_value < alpha or difference == 0:
+        return f"not distinguishable after {CORRECTIONS[correction]}" if correction else \
+            f"not distinguishable at {1 - alpha:.0%}".replace("%", " %")
+    second_higher = difference > 0
     lower_is_fairer = direction in ("lower is fairer", "nearer 0.5 is fairer")
-    if low > 0:
-        return f"{first if lower_is_fairer else second} fairer"
-    if high < 0:
-        return f"{second if lower_is_fairer else first} fairer"
-    return f"not distinguishable at {confidence:.0%}".replace("%", " %")
+    return f"{first if second_higher == lower_is_fairer else second} fairer"
 
 
 def unfairness(values, direction: str):
