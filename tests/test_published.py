@@ -13,13 +13,13 @@ import pytest
 import fairnb
 from fairnb import published
 from fairnb.bvf import CHAPTER as BVF
-from fairnb.results import write_results
+from fairnb.results import read_page_outputs, write_results
 
 REPO = Path(__file__).resolve().parents[1]
 # The papers lie in ../shared/papers beside the main checkout (and two levels up from a worktree).
 PAPERS = next((p for p in (REPO.parent / "shared" / "papers", REPO.parents[1] / "shared" / "papers") if p.is_dir()),
               REPO.parent / "shared" / "papers")
-COUNTS = {1: 153, 2: 0, 3: 24, 4: 370, 5: 11}
+COUNTS = {1: 171, 2: 0, 3: 24, 4: 370, 5: 11}
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +148,7 @@ def test_beside_a_comparable_run_the_numbers_get_difference_interval_and_status(
     assert lines[0].endswith("| 0.42 [0.37, 0.47] | -0.03 | yes | reproduced |")  # inside the interval
     assert lines[1].endswith("| 0.42 [0.37, 0.47] | -0.18 | no | differs |")
     assert lines[2].endswith("| 0.02 | -0.001 | – | reproduced |")  # no interval: |-0.001| <= 0.01
-    assert published.settings_file(model, BVF, "paper", tmp_path).exists()
+    assert read_page_outputs(model, BVF, "paper", tmp_path).settings["criterion"] == "official"
 
 
 def test_a_quick_run_or_another_criterion_is_labelled_not_comparable(tmp_path, tiny_gpt2_path):
@@ -206,7 +206,7 @@ def test_reproduce_without_the_hub_prints_the_plan_and_runs_nothing(monkeypatch,
     assert first.startswith("Nothing runs: no model of the paper could be found (Unknown model")
     assert "The plan: 7 (model, chapter) runs under preset=paper of 7 models" in first
     assert "xlnet-base-cased" in out and "a permutation LM (XLNet)" in out
-    assert "python -m fairnb run --models bert-base-uncased --chapters 1 --param preset=paper" in out
+    assert "python -m fairnb run --models bert-large-uncased --chapters 1 --param preset=paper" in out
 
 
 def test_the_reproduction_page_sits_beside_the_comparison_page_in_the_toc(tmp_path):
