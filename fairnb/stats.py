@@ -489,7 +489,8 @@ def two_way_bootstrap(statistic: Callable[[np.ndarray, np.ndarray], dict[str, np
 
     Returns per name: ``value`` (all rows and columns), ``ci_low``, ``ci_high``, ``se``,
     ``se_rows`` and ``se_cols`` (each sample's part), ``cols_share`` (the share of the variance
-    that comes from the columns) and ``df``.
+    that comes from the columns; NaN with one column) and ``df``. A sample of a single unit adds no
+    variance (none can be estimated from it).
 
     Examples:
         >>> grid = np.add.outer(np.linspace(0, 1, 30), np.linspace(0, 0.05, 5))  # rows spread more than columns
@@ -499,20 +500,25 @@ def two_way_bootstrap(statistic: Callable[[np.ndarray, np.ndarray], dict[str, np
         (0.53, True, True)
     """
     for n, what in ((n_rows, "rows"), (n_cols, "columns")):
-        if n < 2:
-            raise ValueError(f"A two-way interval needs at least two {what} to resample, not {n}.")
+        if n < 1:
+            raise ValueError(f"A two-way interval needs at least one of the {what}, not {n}.")
     _check_bootstrap(n_rows, n_resamples, confidence)
     full = pd.Series({k: float(v[0]) for k, v in statistic(np.ones((1, n_rows)), np.ones((1, n_cols))).items()})
-    by_rows = pd.DataFrame(statistic(resample_counts(n_rows, n_resamples, seed), np.ones((n_resamples, n_cols))))
-    by_cols = pd.DataFrame(statistic(np.ones((n_resamples, n_rows)), resample_counts(n_cols, n_resamples, seed + 1)))
-    rows_var = by_rows[full.index].var(ddof=1) * n_rows / (n_rows - 1)
-    cols_var = by_cols[full.index].var(ddof=1) * n_cols / (n_cols - 1)
+
+    def variance(n: int, rows_drawn: np.ndarray, cols_drawn: np.ndarray) -> pd.Series:
+        """One sample's bootstrap variance, unbiased for its size; a single unit has none that can be estimated."""
+        if n < 2:
+            return pd.Series(0.0, index=full.index)
+        return pd.DataFrame(statistic(rows_drawn, cols_drawn))[full.index].var(ddof=1) * n / (n - 1)
+
+    rows_var = variance(n_rows, resample_counts(n_rows, n_resamples, seed), np.ones((n_resamples, n_cols)))
+    cols_var = variance(n_cols, np.ones((n_resamples, n_rows)), resample_counts(n_cols, n_resamples, seed + 1))
     total = rows_var + cols_var
     with np.errstate(divide="ignore", invalid="ignore"):
-        df = total ** 2 / (rows_var ** 2 / (n_rows - 1) + cols_var ** 2 / (n_cols - 1))
-        share = cols_var / total
+        df = total ** 2 / (rows_var ** 2 / max(n_rows - 1, 1) + cols_var ** 2 / max(n_cols - 1, 1))
+        share = cols_var / total if n_cols > 1 else pd.Series(np.nan, index=full.index)
     se = np.sqrt(total)
-    half = scipy_stats.t.ppf((1 + confidence) / 2, df.fillna(n_rows + n_cols - 2)) * se
+    half = scipy_stats.t.ppf((1 + confidence) / 2, df.fillna(max(n_rows + n_cols - 2, 1))) * se
     return pd.DataFrame({"value": full, "ci_low": full - half, "ci_high": full + half, "se": se,
                          "se_rows": np.sqrt(rows_var), "se_cols": np.sqrt(cols_var), "cols_share": share, "df": df})
 

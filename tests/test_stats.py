@@ -171,8 +171,8 @@ def test_the_two_way_interval_adds_each_samples_bootstrap_variance():
     df = (rows_var + cols_var) ** 2 / (rows_var ** 2 / 11 + cols_var ** 2 / 5)
     from scipy.stats import t
     assert out["ci_high"] - out["value"] == pytest.approx(t.ppf(0.975, df) * math.sqrt(rows_var + cols_var))
-    with pytest.raises(ValueError, match="at least two columns"):
-        two_way_bootstrap(mean, 12, 1)
+    one_column = two_way_bootstrap(lambda rows, cols: {"mean": rows @ grid[:, 0] / rows.sum(1)}, 12, 1).loc["mean"]
+    assert one_column["se"] == pytest.approx(math.sqrt(rows_var), rel=0.3) and np.isnan(one_column["cols_share"])
 
 
 @pytest.fixture(scope="module")

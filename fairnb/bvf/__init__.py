@@ -32,7 +32,6 @@ from fairnb.bvf.data import (
 )
 from fairnb.bvf.metrics import (
                              CRITERIA,
-                             bootstrap_risk,
                              calculate_risks,
                              category_probabilities,
                              combine_rule,
@@ -49,6 +48,7 @@ from fairnb.bvf.metrics import (
                              risk_table,
                              stereotype,
                              tolerance_bounds,
+                             two_way_risk,
 )
 from fairnb.bvf.mining import load_pipeline, mine_demo, mine_templates
 from fairnb.bvf.run import (
@@ -199,7 +199,7 @@ __all__ = ["evidence",
     "page_lexicons", "page_templates", "select_templates", "word_list_source",
     "stereotype", "criterion", "normalised_criterion", "calculate_risks", "criterion_function", "risk", "risk_table",
     "reference_models", "reference_risks", "combine_rule",
-    "category_probabilities", "largest_criterion", "tolerance_bounds", "coverage_bounds", "bootstrap_risk",
+    "category_probabilities", "largest_criterion", "tolerance_bounds", "coverage_bounds", "two_way_risk",
     "distribution_summary", "regress_on_statistic",
     "attribute_probabilities", "topic_probabilities", "scored_words", "single_token_words", "vocabulary_key_ids",
     "bounded_word_probs",
