@@ -256,16 +256,26 @@ def detectable_effect(standard_error: float, n: int, alpha: float = ALPHA, power
     return float(np.squeeze(effect_size)) * standard_error * math.sqrt(n)
 
 
-def items_needed(standard_error: float, n: int, effect: float, alpha: float = ALPHA, power: float = POWER) -> int:
+def items_needed(standard_error: float, n: int, effect: float, alpha: float = ALPHA, power: float = POWER,
+                 fixed_error: float = 0.0) -> int:
     """How many items a run needs to detect a true difference of ``effect`` (same test as :func:`detectable_effect`).
 
     The items' spread σ = SE·√n is taken from a run of ``n`` items with standard error
     ``standard_error``; the answer assumes more items of the same kind (σ stays, the standard
-    error shrinks as 1/√n). At least 2.
+    error shrinks as 1/√n). ``fixed_error`` is a part of the standard error that more items leave
+    as it is (chapter 1's templates, when only occupations are added): then
+    SE(m)² = (SE² − fixed²)·n/m + fixed², and a difference at or below 2.8 × the fixed part is out of
+    reach of any number of items, which is one sentence. At least 2.
 
     Examples:
         >>> items_needed(0.01, 100, 0.0283), items_needed(0.01, 100, 0.01)
         (100, 787)
+        >>> items_needed(0.01, 100, 0.02, fixed_error=0.005)
+        293
+        >>> items_needed(0.01, 100, 0.01, fixed_error=0.005)
+        Traceback (most recent call last):
+        ...
+        ValueError: No number of items detects 0.01: the part of the error that more items leave alone holds the detectable difference above 0.014.
         >>> items_needed(0.01, 100, 0.0)
         Traceback (most recent call last):
         ...
@@ -274,11 +284,29 @@ def items_needed(standard_error: float, n: int, effect: float, alpha: float = AL
     if not effect > 0:
         raise ValueError(f"The effect to detect must be a positive difference, not {effect}.")
     _check_power(alpha, power)
-    spread = standard_error * math.sqrt(n)
-    if not spread > 0:
-        return 2
-    needed = TTestPower().solve_power(effect_size=effect / spread, alpha=alpha, power=power)
-    return max(2, math.ceil(float(np.squeeze(needed)) - 1e-9))
+    if not 0 <= fixed_error <= standard_error:
+        raise ValueError(f"The fixed part of the error must lie between 0 and the error {standard_error}, not {fixed_error}.")
+    spread = math.sqrt(standard_error ** 2 - fixed_error ** 2) * math.sqrt(n)
+    if fixed_error == 0:
+        if not spread > 0:
+            return 2
+        needed = TTestPower().solve_power(effect_size=effect / spread, alpha=alpha, power=power)
+        return max(2, math.ceil(float(np.squeeze(needed)) - 1e-9))
+    floor = (scipy_stats.norm.ppf(1 - alpha / 2) + scipy_stats.norm.ppf(power)) * fixed_error
+    if effect <= floor * (1 + 1e-9):
+        raise ValueError(f"No number of items detects {effect:g}: the part of the error that more items leave alone "
+                         f"holds the detectable difference above {floor:.2g}.")
+
+    def detects(m: int) -> bool:
+        return detectable_effect(math.sqrt(spread ** 2 / m + fixed_error ** 2), m, alpha, power) <= effect
+
+    low, high = 2, 2
+    while not detects(high):
+        low, high = high, high * 2
+    while low < high:  # the smallest m that detects it
+        middle = (low + high) // 2
+        low, high = (middle + 1, high) if not detects(middle) else (low, middle)
+    return high
 
 
 def _check_power(alpha: float, power: float) -> None:

@@ -87,6 +87,16 @@ def test_the_detectable_effect_is_the_t_test_power_and_items_needed_inverts_it()
             assert detectable_effect(scaled, needed) <= delta * (1 + 1e-6) and fewer > delta * (1 - 1e-4)
     with pytest.raises(ValueError, match="positive difference"):
         items_needed(0.1, 10, -0.02)
+    # a part of the error that more items leave alone (chapter 1's templates): the smallest m that reaches delta
+    error, fixed, n = 0.02, 0.006, 60
+    needed = items_needed(error, n, 0.03, fixed_error=fixed)
+
+    def detectable_with(m):
+        return detectable_effect(math.sqrt((error ** 2 - fixed ** 2) * n / m + fixed ** 2), m)
+    assert detectable_with(needed) <= 0.03 < detectable_with(needed - 1)
+    assert needed > items_needed(error, n, 0.03)  # the fixed part costs items
+    with pytest.raises(ValueError, match="No number of items detects 0.015"):
+        items_needed(error, n, 0.015, fixed_error=fixed)  # 2.8 x 0.006 = 0.0168 > 0.015
 
 
 def test_the_certificate_size_is_the_clopper_pearson_closed_form():

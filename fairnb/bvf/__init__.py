@@ -10,6 +10,7 @@ distributions (Fig. 10) and the WLS regression of Fig. 9 (:mod:`.metrics`), the 
 and summary (:mod:`.tables`) and figures (:mod:`.plots`). spaCy is loaded in one place,
 :func:`.mining.load_pipeline`.
 """
+from collections.abc import Mapping
 from typing import Any
 
 from fairnb.bvf.data import (
@@ -89,7 +90,7 @@ from fairnb.bvf.tables import (
                              weights_words,
                              word_table,
 )
-from fairnb.contract import Chapter, Citation, Headline, PaperSetting
+from fairnb.contract import Chapter, Citation, Headline, PaperSetting, scale_limit
 from fairnb.models.names import VARIANTS
 
 # The settings a run departs from the paper in. ``limit`` caps the occupations (None: all of
@@ -165,6 +166,16 @@ PAPER_SETTINGS = {
     "tolerance": PaperSetting(0.0, "Eq. 8: every listed word is summed", "multi-token words below a bound skipped"),
 }
 
+def scale_occupations(settings: Mapping[str, Any], factor: float) -> dict[str, Any]:
+    """`fairnb plan`'s settings for about ``factor`` times the occupations (at most Appendix D.1's list).
+
+    Examples:
+        >>> scale_occupations({"limit": 60}, 1.5), scale_occupations({"limit": 60}, 4.0)
+        ({'limit': 90}, {'limit': 120})
+    """
+    return scale_limit(settings, factor, most=len(load_occupations()), units="occupations")
+
+
 CHAPTER = Chapter(
     number=1,
     key="bvf",
@@ -183,6 +194,7 @@ CHAPTER = Chapter(
     needs=("scores",),
     occupation_score="r",
     presets=PRESETS,
+    scale=scale_occupations,
     paper_settings=PAPER_SETTINGS,
     citation=Citation("liu2024bvf", "Yiran Liu, Ke Yang, Zehan Qi, Xiao Liu, Yang Yu and ChengXiang Zhai",
                       "Bias and Volatility: A Statistical Framework for Evaluating Large Language Model's "
