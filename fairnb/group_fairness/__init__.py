@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from fairnb.contract import Chapter, Citation, Headline, PaperSetting
+from fairnb.contract import Chapter, Citation, Dataset, Headline, Instances, PaperSetting
 from fairnb.group_fairness.data import (
                                         DIMENSIONS,
                                         DataPoints,
@@ -102,6 +102,10 @@ CHAPTER = Chapter(
                  "the share of stereotype prompts the model declines to complete (higher: more cautious)"),
     ),
     needs=("generate",),
+    datasets=(Dataset("schema_path", "GFair (Bi et al., 2023): targets from RedditBias and HolisticBias, attributes "
+                      "from SBIC; never published", "https://github.com/surika/group-fairness",
+                      "a small GFair-style schema written for fairnb (fairnb/group_fairness/data/schema.yaml)"),),
+    instances=Instances("toxicity", ("prompt",), ("output",)),
     presets=PRESETS,
     scale=scale_data_points,
     paper_settings={
