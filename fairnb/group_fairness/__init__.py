@@ -8,7 +8,11 @@ toxicity / sentiment bias and the declination rate (the paper's vigilance), the 
 appendix, :mod:`.plots`, imported on its own) and GF-Think (Section 8). The notebook calls what is
 re-exported here; ``CHAPTER`` is its contract and ``PRESETS`` its ``quick`` and ``paper`` settings.
 """
-from fairnb.contract import Chapter, Citation, Headline, PaperSetting
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from fairnb.contract import Chapter, Citation, Dataset, Headline, Instances, PaperSetting
 from fairnb.group_fairness.data import (
                                         DIMENSIONS,
                                         DataPoints,
@@ -72,6 +76,18 @@ PRESETS = {
 }
 UNSTATED = "not stated"
 
+def scale_data_points(settings: Mapping[str, Any], factor: float) -> dict[str, Any]:
+    """`fairnb plan`'s settings for about ``factor`` times the statements: targets and attributes per dimension
+    each grown by √factor (a run short of data says how many it reached).
+
+    Examples:
+        >>> scale_data_points({"targets_per_dimension": 3, "attributes_per_dimension": 3}, 4.0)
+        {'targets_per_dimension': 6, 'attributes_per_dimension': 6}
+    """
+    grow = math.sqrt(factor)
+    return {key: max(1, math.ceil(settings[key] * grow - 1e-9)) for key in ("targets_per_dimension", "attributes_per_dimension")}
+
+
 CHAPTER = Chapter(
     number=4,
     key="group_fairness",
@@ -86,7 +102,12 @@ CHAPTER = Chapter(
                  "the share of stereotype prompts the model declines to complete (higher: more cautious)"),
     ),
     needs=("generate",),
+    datasets=(Dataset("schema_path", "GFair (Bi et al., 2023): targets from RedditBias and HolisticBias, attributes "
+                      "from SBIC; never published", "https://github.com/surika/group-fairness",
+                      "a small GFair-style schema written for fairnb (fairnb/group_fairness/data/schema.yaml)"),),
+    instances=Instances("toxicity", ("prompt",), ("output",)),
     presets=PRESETS,
+    scale=scale_data_points,
     paper_settings={
         "model": PaperSetting("Flan-T5-3B, Llama-2-7B/13B, Vicuna-v1.5-7B/13B, ChatGLM2-6B, WizardLM-13B, "
                               "GPT-3.5-turbo, GPT-4", "Section 6.1.1", "a model this machine runs"),
