@@ -490,6 +490,49 @@ def test_a_conversion_turns_gguf_metadata_into_values_once(tmp_path, monkeypatch
     assert calls == [("m.gguf", False), ("m.gguf", True)]
     assert configuration.load_gguf_checkpoint is before
 
+# SmolLM2-135M-Instruct's GGUF: add no BOS, BOS <|im_start|> (1), EOS and padding <|im_end|> (2); transformers 4.57
+# alone adds the BOS to every text and names it as EOS too. Gemma-3's: add the BOS (<bos>, 2), EOS <eos> (1).
+SMOLLM2_LIKE = dict(bos_token_id=1, eos_token_id=2, pad_token_id=2, unk_token_id=0, add_bos_token=False,
+                    add_space_prefix=False)
+
+
+@pytest.mark.parametrize("tokenizer_model, keys, tokens", [
+    ("gpt2", SMOLLM2_LIKE, ["The", "Ġ", "n", "u", "r", "s", "e"]),
+    ("llama", dict(bos_token_id=1, eos_token_id=2, add_bos_token=True, add_space_prefix=False),
+     ["<s>", "T", "h", "e", "▁n", "u", "r", "s", "e"]),
+    ("llama", dict(bos_token_id=1, eos_token_id=2, add_space_prefix=True),  # llama.cpp adds an SPM file's BOS unless told
+     ["<s>", "▁T", "h", "e", "▁n", "u", "r", "s", "e"]),
+])
+def test_a_converted_gguf_tokenizer_follows_the_files_metadata(tmp_path, tokenizer_model, keys, tokens):
+    from tiny_models import build_tiny_gguf
+
+    lm = load_model(str(build_tiny_gguf(tmp_path / "tiny.gguf", tokenizer_model, **keys)), device="cpu", use_cache=False)
+    tok = lm.tokenizer
+    assert tok.convert_ids_to_tokens(tok("The nurse").input_ids) == tokens
+    assert (tok.bos_token, tok.eos_token, tok.eos_token_id, lm.model.config.eos_token_id) == ("<s>", "</s>", 2, 2)
+    assert tok.pad_token == "</s>"  # the file's padding token, or (none given) fairnb's fallback: the EOS
+
+
+def test_a_tokenizer_without_its_own_bos_setting_gets_a_post_processor_that_follows_the_file(tiny_gpt2_path, tmp_path):
+    from transformers import AutoTokenizer
+
+    from fairnb.models.gguf import TokenizerMetadata, follow_tokenizer_metadata
+
+    tok = AutoTokenizer.from_pretrained(tiny_gpt2_path)  # a plain PreTrainedTokenizerFast: no add_bos_token of its own
+    plain, period = tok("The nurse", add_special_tokens=False).input_ids, tok.convert_tokens_to_ids(".")
+    adding = TokenizerMetadata({"bos_token": "<|endoftext|>", "eos_token": "."}, {"add_bos_token": True, "add_eos_token": True}, None)
+    follow_tokenizer_metadata(tok, adding, "tiny.gguf")
+    assert tok("The nurse").input_ids == [0, *plain, period] and tok.eos_token == "."
+    tok.save_pretrained(tmp_path)
+    again = AutoTokenizer.from_pretrained(tmp_path)
+    assert again("The nurse").input_ids == [0, *plain, period]
+    follow_tokenizer_metadata(again, TokenizerMetadata({}, {"add_bos_token": False}, None), "tiny.gguf")
+    assert again("The nurse").input_ids == [*plain, period]  # the EOS the file did not mention is kept
+    with pytest.raises(ValueError, match=r"^The tokenizer transformers built from tiny.gguf encodes 'a' as 'a', "
+                                         r"where the file's metadata says to add a space before a text\.$"):
+        follow_tokenizer_metadata(again, TokenizerMetadata({}, {}, True), "tiny.gguf")
+
+
 @pytest.mark.parametrize("load, threads", [(0.5, 2), (10.0, 1)])
 def test_a_busy_machine_computes_on_one_thread_and_restores_the_count(tiny_gpt2, monkeypatch, load, threads):
     from fairnb.models import scoring

@@ -1,4 +1,4 @@
-"""Tiny randomly initialised GPT-2 and BERT models with tokenizers trained offline."""
+"""Tiny randomly initialised GPT-2 and BERT models with tokenizers trained offline, and a tiny Llama GGUF file."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -64,3 +64,53 @@ def build_tiny_bert(folder: Path, seed: int = 0) -> Path:
     BertForMaskedLM(config).save_pretrained(folder)
     fast.save_pretrained(folder)
     return folder
+
+
+def build_tiny_gguf(path: Path, tokenizer_model: str = "gpt2", seed: int = 0, **tokenizer_keys) -> Path:
+    """A 1-layer Llama GGUF file (fp32) with the tokenizer metadata ``tokenizer_keys`` (``add_bos_token=False``...).
+
+    Its vocabulary is ``<unk>`` (id 0), ``<s>`` (1), ``</s>`` (2), then the 256 byte-level characters
+    with ``Th`` and ``The`` (``tokenizer_model="gpt2"``: byte-level BPE) or ``▁``, the corpus's
+    characters and each of them after ``▁``, scored in that order (``"llama"``: SentencePiece).
+    ``tokenizer_keys`` take ``bos/eos/unk/pad_token_id``, ``add_bos_token``, ``add_eos_token`` and
+    ``add_space_prefix``; a key not given is not written.
+    """
+    import gguf
+    import numpy as np
+
+    special = ["<unk>", "<s>", "</s>"]
+    if tokenizer_model == "gpt2":
+        pieces = sorted(pre_tokenizers.ByteLevel.alphabet()) + ["Th", "The"]
+    else:
+        letters = sorted(set("".join(CORPUS)) - {" "})
+        pieces = ["▁"] + letters + ["▁" + c for c in letters]
+    tokens = special + pieces
+    hidden, heads, ffn = 16, 2, 32
+    writer = gguf.GGUFWriter(str(path), "llama")
+    for key, value in (("block_count", 1), ("context_length", 128), ("embedding_length", hidden),
+                       ("feed_forward_length", ffn), ("head_count", heads), ("head_count_kv", heads),
+                       ("rope_dimension_count", hidden // heads), ("vocab_size", len(tokens))):
+        getattr(writer, f"add_{key}")(value)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_tokenizer_model(tokenizer_model)
+    writer.add_token_list(tokens)
+    writer.add_token_types([3] * len(special) + [1] * (len(tokens) - len(special)))
+    if tokenizer_model == "gpt2":
+        writer.add_token_merges(["T h", "Th e"])
+    else:
+        writer.add_token_scores([-float(k) for k in range(len(tokens))])
+    for key, value in tokenizer_keys.items():
+        getattr(writer, f"add_{key}")(value)
+    rng = np.random.default_rng(seed)
+    shapes = {"token_embd.weight": (len(tokens), hidden), "output_norm.weight": (hidden,),
+              "output.weight": (len(tokens), hidden), "blk.0.attn_norm.weight": (hidden,),
+              "blk.0.ffn_norm.weight": (hidden,), "blk.0.ffn_gate.weight": (ffn, hidden),
+              "blk.0.ffn_up.weight": (ffn, hidden), "blk.0.ffn_down.weight": (hidden, ffn)}
+    shapes |= {f"blk.0.attn_{name}.weight": (hidden, hidden) for name in ("q", "k", "v", "output")}
+    for name, shape in shapes.items():
+        writer.add_tensor(name, rng.standard_normal(shape).astype(np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path

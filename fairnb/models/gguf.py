@@ -6,13 +6,120 @@ field value by value: for Gemma's 262,144-entry vocabulary that parsing, not deq
 nearly all of the first use (see the "make report" section of ``benchmarks/RESULTS.md``). Each of
 the four then turns every field into Python values again (``load_gguf_checkpoint``): a third of
 what was left (cProfile of Gemma's conversion, 2026-12-03).
+
+The tokenizer transformers builds from a GGUF file does not follow all of the file's tokenizer
+metadata: transformers 4.57 reads no ``tokenizer.ggml.add_bos_token``/``add_eos_token`` (a Llama
+or Gemma tokenizer then adds a BOS whatever the file says), and its Llama converter names the BOS
+as the end-of-sequence token too (SmolLM2-135M-Instruct: ``<|im_start|>`` added to every prompt and
+named as EOS, where the file says add no BOS and end at ``<|im_end|>``). :func:`tokenizer_metadata`
+reads what the file says and :func:`follow_tokenizer_metadata` makes the tokenizer do it.
 """
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+
+from fairnb.models.scoring import special_wrapping
+
+# The GGUF keys of a tokenizer's special tokens (by id) and of the tokens encoding adds around a text.
+SPECIAL_TOKEN_KEYS = {"bos_token": "tokenizer.ggml.bos_token_id", "eos_token": "tokenizer.ggml.eos_token_id",
+                      "unk_token": "tokenizer.ggml.unknown_token_id", "pad_token": "tokenizer.ggml.padding_token_id"}
+ADDED_TOKEN_KEYS = {"add_bos_token": "tokenizer.ggml.add_bos_token", "add_eos_token": "tokenizer.ggml.add_eos_token"}
+SPACE_PREFIX_KEY = "tokenizer.ggml.add_space_prefix"
+SPACE_PREFIX_MODELS = ("llama", "t5")  # llama.cpp's SentencePiece and Unigram tokenizers; its BPE ones ignore the key
+SPACE_MARKERS = ("\u2581", "\u0120")  # the space a SentencePiece / byte-level piece starts with: "▁", "Ġ"
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TokenizerMetadata:
+    """What a GGUF file says of its tokenizer; a key the file does not hold is absent (None)."""
+
+    special_tokens: dict[str, str]  # bos_token, eos_token, unk_token, pad_token -> the token's text
+    adds: dict[str, bool]  # add_bos_token, add_eos_token -> whether encoding a text adds that token
+    space_prefix: bool | None  # whether a text is encoded as if it started with a space (SentencePiece, Unigram)
+
+
+def tokenizer_metadata(path: str | Path) -> TokenizerMetadata:
+    """The tokenizer metadata of the GGUF file at ``path``: special tokens by id, added tokens, space prefix.
+
+    An id outside the vocabulary is left out with a warning (llama.cpp then keeps its default too); the
+    space prefix only where llama.cpp reads it (:data:`SPACE_PREFIX_MODELS`).
+    """
+    import gguf
+
+    fields = gguf.GGUFReader(path).fields
+    tokens = fields["tokenizer.ggml.tokens"]
+    special = {}
+    for name, key in SPECIAL_TOKEN_KEYS.items():
+        if key in fields:
+            index = int(fields[key].contents())
+            if 0 <= index < len(tokens.data):
+                special[name] = tokens.contents(index)
+            else:
+                log.warning("%s: %s = %d is not a token id (%d tokens); left as transformers reads it.",
+                            Path(path).name, key, index, len(tokens.data))
+    adds = {name: bool(fields[key].contents()) for name, key in ADDED_TOKEN_KEYS.items() if key in fields}
+    reads_prefix = "tokenizer.ggml.model" in fields and fields["tokenizer.ggml.model"].contents() in SPACE_PREFIX_MODELS
+    space_prefix = bool(fields[SPACE_PREFIX_KEY].contents()) if reads_prefix and SPACE_PREFIX_KEY in fields else None
+    return TokenizerMetadata(special, adds, space_prefix)
+
+
+def follow_tokenizer_metadata(tokenizer, metadata: TokenizerMetadata, source: str) -> None:
+    """Make a fast tokenizer converted from the GGUF file ``source`` do what its ``metadata`` says, in place.
+
+    The special tokens become the file's (by id); encoding adds a BOS / an EOS exactly where the file says
+    so (where it says nothing, as transformers built it). A tokenizer with its own ``add_bos_token`` and
+    ``add_eos_token`` (Llama, Gemma...) keeps them in its ``tokenizer_config.json``; any other gets a
+    post-processor that adds them. One sentence when the result still departs from the file.
+    """
+    from tokenizers import AddedToken, processors
+
+    head, tail = special_wrapping(tokenizer)
+    adds = {"add_bos_token": bool(head), "add_eos_token": bool(tail)} | metadata.adds
+    tokenizer.add_special_tokens({name: AddedToken(token, special=True, normalized=False)
+                                  for name, token in metadata.special_tokens.items()})
+    if all(isinstance(getattr(type(tokenizer), flag, None), property) for flag in adds):
+        for flag, value in adds.items():  # each setter rebuilds the post-processor from the special tokens
+            setattr(tokenizer, flag, value)
+    else:
+        backend = tokenizer.backend_tokenizer
+        kept, template = backend.post_processor, added_tokens_template(tokenizer, adds)
+        backend.post_processor = (template if kept is None or isinstance(kept, processors.TemplateProcessing)
+                                  else processors.Sequence([kept, template]))
+    check_follows(tokenizer, adds, metadata.space_prefix, source)
+
+
+def added_tokens_template(tokenizer, adds: dict[str, bool]):
+    """A post-processor that puts the tokenizer's BOS before and its EOS after a text where ``adds`` says."""
+    from tokenizers import processors
+
+    added = [token for token, flag in ((tokenizer.bos_token, "add_bos_token"), (tokenizer.eos_token, "add_eos_token"))
+             if adds[flag]]
+
+    def around(sequence: str, type_id: int) -> str:
+        return " ".join([f"{tokenizer.bos_token}:{type_id}"] * adds["add_bos_token"] + [f"${sequence}:{type_id}"]
+                        + [f"{tokenizer.eos_token}:{type_id}"] * adds["add_eos_token"])
+
+    return processors.TemplateProcessing(single=around("A", 0), pair=f"{around('A', 0)} {around('B', 1)}",
+                                         special_tokens=[(token, tokenizer.convert_tokens_to_ids(token)) for token in added])
+
+
+def check_follows(tokenizer, adds: dict[str, bool], space_prefix: bool | None, source: str) -> None:
+    """One sentence when encoding a text with ``tokenizer`` departs from what the GGUF file ``source`` says."""
+    head, tail = special_wrapping(tokenizer)
+    wanted = ([tokenizer.bos_token_id] if adds["add_bos_token"] else [], [tokenizer.eos_token_id] if adds["add_eos_token"] else [])
+    if (head, tail) != wanted:
+        raise ValueError(f"The tokenizer transformers built from {source} puts {head} before and {tail} after a text, "
+                         f"where the file's metadata says {wanted[0]} and {wanted[1]}.")
+    first = tokenizer.convert_ids_to_tokens(tokenizer("a", add_special_tokens=False).input_ids[0])
+    if space_prefix is not None and first.startswith(SPACE_MARKERS) != space_prefix:
+        raise ValueError(f"The tokenizer transformers built from {source} encodes 'a' as {first!r}, where the file's "
+                         f"metadata says {'' if space_prefix else 'not '}to add a space before a text.")
 
 
 @contextmanager

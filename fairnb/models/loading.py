@@ -42,7 +42,7 @@ from transformers import (
 from fairnb.models import tuning
 from fairnb.models.batching import auto_batch_size
 from fairnb.models.cache import DiskCache, atomic_folder, cache_dir, cache_key, file_sha256
-from fairnb.models.gguf import one_parse_per_file
+from fairnb.models.gguf import follow_tokenizer_metadata, one_parse_per_file, tokenizer_metadata
 from fairnb.models.language_model import LanguageModel
 from fairnb.models.names import EMBEDDED_MODELS, check_model_name, split_variant
 from fairnb.models.protocol import LanguageModelProtocol
@@ -52,7 +52,7 @@ from fairnb.models.served_spec import is_served, parse_spec
 # Files of a model folder that cannot change its answers (everything else is fingerprinted).
 DOCUMENTATION = re.compile(r"(?i)(readme.*|license.*|notice.*|\.gitattributes|.*\.(md|png|jpe?g|gif|svg|pdf))")
 
-CONVERSION_VERSION = "v2"  # bump when the GGUF conversion changes, so cached copies are rebuilt
+CONVERSION_VERSION = "v3"  # bump when the GGUF conversion changes, so cached copies are rebuilt (v3: the GGUF's special tokens)
 CONVERSION_RECORD = "fairnb-conversion.json"  # in a converted folder: the hash of each file the conversion wrote
 log = logging.getLogger(__name__)
 
@@ -82,15 +82,17 @@ def _sentencepiece_bpe(tokenizer: PreTrainedTokenizerBase) -> None:
 
 
 def _dequantise(gguf: Path, staging: Path) -> None:
-    """Write ``gguf`` as fp32 safetensors plus its tokenizer into ``staging``."""
+    """Write ``gguf`` as fp32 safetensors plus its tokenizer (following the file's tokenizer metadata) into ``staging``."""
     try:
         with one_parse_per_file():
             tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
             model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+            metadata = tokenizer_metadata(gguf)
     except Exception as err:  # noqa: BLE001 - a damaged file becomes one sentence with its path
         raise ValueError(f"{gguf} is not a readable GGUF model file ({type(err).__name__}: {err}).") from err
     if model.config.model_type.startswith("gemma"):
         _sentencepiece_bpe(tokenizer)
+    follow_tokenizer_metadata(tokenizer, metadata, str(gguf))
     # The dequantised weights are plain fp32: a kept quantization config would make
     # from_pretrained look for GGUF tensors again.
     for config in (model.config, getattr(model, "generation_config", None)):
