@@ -10,8 +10,9 @@ result row of the chapter that computes it), ``value`` as printed, ``scale`` (``
 joined by ``;``: ``preset`` is the run's preset, a column of the run's result row such as ``n``
 is read there, any other key from the run's settings) and a ``note``.
 
-A chapter page calls :func:`published_beside_run`, which also records the run's settings beside
-its result file, so the reproduction page (:func:`reproduction_table`) can judge every run later.
+A chapter page's :func:`fairnb.page.finish` records the run's settings beside its result file
+(:func:`record_settings`), so the reproduction page (:func:`reproduction_table`) can judge every run
+later, and shows :func:`published_beside_run`.
 """
 from __future__ import annotations
 
@@ -196,8 +197,8 @@ def condition_keys(published: pd.DataFrame) -> set[str]:
 
 def record_settings(chapter: Chapter, model: str, given: Mapping[str, Any], preset: str, keys: Collection[str],
                     root: str | Path | None = None) -> dict:
-    """Resolve a run's settings (``given``: its settings or the notebook's ``globals()``) and write the
-    preset's keys and ``keys`` beside its result file; returns what was written."""
+    """Write a run's settings beside its result file: the preset's keys (resolved from ``given`` as
+    :meth:`Chapter.settings` does) and ``keys`` where ``given`` has them; returns what was written."""
     resolved = {**given, **chapter.settings(preset, given)} if chapter.presets else dict(given)
     wanted = {k: resolved[k] for k in sorted(set(keys) | set(chapter.presets.get(preset, {}))) if k in resolved}
     for key, value in wanted.items():
@@ -323,17 +324,14 @@ def markdown_table(frame: pd.DataFrame) -> str:
 
 
 def published_beside_run(chapter: Chapter, model: str, settings: Mapping[str, Any], preset: str,
-                         results: pd.DataFrame | None = None, published: pd.DataFrame | None = None,
-                         root: str | Path | None = None) -> Markdown:
+                         results: pd.DataFrame, published: pd.DataFrame | None = None) -> Markdown:
     """The paper's numbers for this run's model beside the run: paper · this run [interval] · difference ·
     within the run's interval? · status, and why a run is not comparable, in plain words.
 
-    ``settings`` is the run's settings or the notebook's ``globals()`` (preset values resolved as
-    :meth:`Chapter.settings` does); ``results`` defaults to the result file the page just wrote.
-    Also records the settings beside that file for the reproduction page.
+    ``settings`` are the run's recorded settings (:func:`record_settings`), ``results`` its result rows.
+    Reads and writes nothing: :func:`fairnb.page.finish` writes the run and then shows this.
     """
     published = load_published(chapter) if published is None else published
-    recorded = record_settings(chapter, model, settings, preset, condition_keys(published), root)
     mine = published[[model_matches(model, hub) for hub in published["hub_id"]]]
     label = model_label(model)
     if published.empty:
@@ -343,8 +341,7 @@ def published_beside_run(chapter: Chapter, model: str, settings: Mapping[str, An
         return Markdown(f"Paper {chapter.number} prints no number for {label} (its models: "
                         f"{', '.join(dict.fromkeys(published['model']))}); the [reproduction page](../reproduction.ipynb) "
                         "lists them all.")
-    rows = pd.read_parquet(results_file(model, chapter, preset, root)) if results is None else results
-    verdicts = [verdict(p, rows, recorded, preset) for _, p in mine.iterrows()]
+    verdicts = [verdict(p, results, settings, preset) for _, p in mine.iterrows()]
     table = pd.DataFrame({
         "paper": [f"{p.table}, {p.model}, {p.topic}: {p.metric} = {p.value:g}" + (" %" if p.scale == "percent" else "")
                   for p in mine.itertuples()],

@@ -26,13 +26,13 @@ HEADLINE_TOPIC = "gender"
 RISKS = ("R", "R_b", "R_v")
 
 
-def run_settings(model: str, settings: Mapping, occupations: Sequence[str],
-                 words: Mapping[str, Mapping[str, Sequence[str]]], templates: Mapping[str, pd.DataFrame]) -> dict:
+def this_run(settings: Mapping, model: str, occupations: Sequence[str],
+             words: Mapping[str, Mapping[str, Sequence[str]]], templates: Mapping[str, pd.DataFrame]) -> dict:
     """The run's side of the settings table: its settings and what it scored (model, occupations, words, templates).
 
     Examples:
-        >>> run = run_settings("tiny", {"k": 2.0}, ["nurse"], {"gender": {"male": ["he"], "female": ["she", "her"]}},
-        ...                    {"gender": pd.DataFrame({"template": ["a"]})})
+        >>> run = this_run({"k": 2.0}, "tiny", ["nurse"], {"gender": {"male": ["he"], "female": ["she", "her"]}},
+        ...                {"gender": pd.DataFrame({"template": ["a"]})})
         >>> run["occupations"], run["gender words"], run["gender templates"], run["race words"]
         (1, '1 + 2 words', '1 of source, weighted by count', '—')
     """
@@ -125,14 +125,16 @@ def risk_by_norm(probs: pd.DataFrame, ks: Sequence[float] = (1, 2, np.inf), crit
 
 
 def results_table(tables: Mapping[str, pd.DataFrame], intervals: Mapping[str, pd.DataFrame],
-                  bounds: Mapping[str, Mapping[str, float]] | None = None) -> pd.DataFrame:
-    """The tidy results of a run: ``item, metric, value, level, group, topic, ci_low, ci_high, bound``.
+                  bounds: Mapping[str, Mapping[str, float]] | None = None, criterion: str = "official",
+                  words: str = "single-token") -> pd.DataFrame:
+    """The tidy results of a run: ``item, metric, value, level, group, topic, ci_low, ci_high, bound, criterion, words``.
 
     ``tables[topic]`` is :func:`fairnb.bvf.metrics.risk_table`'s per-group table,
     ``intervals[topic]`` :func:`fairnb.bvf.metrics.bootstrap_risk`'s frame and ``bounds[topic]``
     the largest change of R, R^b, R^v that a tolerance or a coverage below 1 can cause.
     The gender topic's R, R_b, R_v are the headline rows; other topics' are group rows
-    (group = topic); every occupation gives group rows r, r_b, r_v and p_<category>.
+    (group = topic); every occupation gives group rows r, r_b, r_v and p_<category>. Every row names the
+    ``criterion`` and the ``words`` convention the risks were computed under.
 
     Examples:
         >>> table = pd.DataFrame({"group": ["nurse"], "r": [0.5], "r_b": [0.4], "r_v": [0.1], "p_male": [0.3]})
@@ -154,7 +156,7 @@ def results_table(tables: Mapping[str, pd.DataFrame], intervals: Mapping[str, pd
         long = table.melt(id_vars="group", var_name="metric", value_name="value")
         rows.extend({"item": r.group, "metric": r.metric, "value": r.value, "level": "group", "group": r.group,
                      "topic": topic} for r in long.itertuples())
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows).assign(criterion=criterion, words=words)
 
 
 def _topic_line(topic: str, table: pd.DataFrame, interval: pd.DataFrame, bound: Mapping[str, float],

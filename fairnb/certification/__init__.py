@@ -70,10 +70,10 @@ from fairnb.certification.tables import (
     coverage_summary,
     evidence,
     lowest_certificate,
+    results_table,
     soft_prefix_summary,
     summarize_certificates,
     summary,
-    tidy_results,
 )
 from fairnb.contract import Chapter, Citation, Headline, PaperSetting
 
@@ -200,5 +200,5 @@ __all__ = ["evidence",
     "soft_base", "vocabulary_ids", "Certification", "ablate", "ablation_study", "certify", "certify_kinds",
     "detector_comparison", "generation_params", "prefix_examples", "redetect", "sampler_params", "this_run",
     "ablation_summary", "coverage_summary", "lowest_certificate", "soft_prefix_summary", "summarize_certificates",
-    "summary", "tidy_results",
+    "summary", "results_table",
 ]

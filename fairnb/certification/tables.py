@@ -58,7 +58,7 @@ def headline(certificates: pd.DataFrame, main: str = MAIN_PREFIX) -> pd.Series:
     return summary.loc[main if main in summary.index else summary.index[0]]
 
 
-def tidy_results(certificates: pd.DataFrame, coverage: pd.DataFrame | None = None,
+def results_table(certificates: pd.DataFrame, coverage: pd.DataFrame | None = None,
                  ablation: pd.DataFrame | None = None, others: pd.DataFrame | None = None,
                  main: str = MAIN_PREFIX) -> pd.DataFrame:
     """Rows for ``write_results``: the headline ``p_unbiased_low`` (mean over pivot sets of the
@@ -74,7 +74,7 @@ def tidy_results(certificates: pd.DataFrame, coverage: pd.DataFrame | None = Non
         >>> table = pd.DataFrame({"prefix": ["soft"], "pivot_set": ["a"], "n": [10], "confidence": [0.95],
         ...                       "unbiased": [4], "low": [0.1], "high": [0.7], "estimate": [0.4],
         ...                       "refusal_share": [0.0]})
-        >>> rows = tidy_results(table)
+        >>> rows = results_table(table)
         >>> rows.loc[rows.level == "headline", ["metric", "group"]].values.tolist()
         [['p_unbiased_low', 'soft']]
     """
@@ -96,7 +96,7 @@ def tidy_results(certificates: pd.DataFrame, coverage: pd.DataFrame | None = Non
     if others is not None:
         require_columns(others, CERTIFICATE_COLUMNS + ("kind",), "certificate table")
         renamed = others.assign(prefix=others.kind + ":" + others.prefix)
-        extra = tidy_results(renamed, main=renamed.prefix.iloc[0])
+        extra = results_table(renamed, main=renamed.prefix.iloc[0])
         parts.append(extra[extra.metric != "p_unbiased_low"])
     if ablation is not None:
         for parameter, rows in ablation.groupby("parameter", sort=False):

@@ -31,6 +31,7 @@ from fairnb.group_fairness.tables import (
                                         evidence,
                                         gf_think_table,
                                         kruskal_table,
+                                        prose_numbers,
                                         rates_table,
                                         representative_targets,
                                         results_table,
@@ -116,7 +117,7 @@ CHAPTER = Chapter(
 __all__ = ["evidence", "ALTERNATIVE_TASKS", "BIAS_METRICS", "CHAPTER", "DIMENSIONS", "DataPoints", "MAIN_TASK", "PRESETS",
            "TASKS", "TASK_PROMPTS", "agreement_by_metric", "agreement_table", "alternative_tasks",
            "attributes_by_dimension", "bias_rates", "build_schema", "data_points", "gf_think_comparison",
-           "gf_think_table", "holisticbias_targets", "kruskal_table", "load_schema", "rates_table",
+           "gf_think_table", "holisticbias_targets", "kruskal_table", "load_schema", "prose_numbers", "rates_table",
            "representative_targets", "results_table", "run_tasks", "same_points", "sample_per_dimension",
            "sample_triples", "sbic_attributes", "schema_source", "summary", "target_std", "task_agreement",
            "task_rates", "this_run"]

@@ -192,6 +192,26 @@ def summary(model: str, answers: pd.DataFrame, alpha: float = 0.05, main_task: s
     return "\n\n".join(lines)
 
 
+def prose_numbers(answers: pd.DataFrame, points, settings: Mapping) -> dict:
+    """The sizes the page's prose quotes about its run: answers, dimensions, the smallest dimension's answers,
+    the targets and attributes reached (``points``: :class:`fairnb.group_fairness.data.DataPoints`), tokens,
+    and the data points of the alternative tasks and of GF-Think per dimension (``settings``).
+
+    Examples:
+        >>> answers = pd.DataFrame({"dimension": ["AG", "AG", "SO"]})
+        >>> class Points:
+        ...     def reached(self): return {"targets_per_dimension": 2, "attributes_per_dimension": "1-2"}
+        >>> prose_numbers(answers, Points(), {"max_new_tokens": 32, "alternative_tasks_per_dimension": 2,
+        ...                                   "gf_think_per_dimension": None})["per_dimension"]
+        1
+    """
+    reached = points.reached()
+    return {"answers": len(answers), "tokens": settings["max_new_tokens"],
+            "per_dimension": int(answers.groupby("dimension").size().min()), "dimensions": answers["dimension"].nunique(),
+            "targets": reached["targets_per_dimension"], "attributes": reached["attributes_per_dimension"],
+            "alternative": settings["alternative_tasks_per_dimension"], "gf_think": settings["gf_think_per_dimension"]}
+
+
 def representative_targets(answers: pd.DataFrame, metric: str = "toxicity") -> list[str]:
     """One target per dimension for Fig. 6: the one whose mean ``metric`` is highest (ties: first seen).
 

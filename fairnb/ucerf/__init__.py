@@ -40,11 +40,12 @@ from fairnb.ucerf.metrics import (
                                rates_by_group,
                                ucerf,
 )
-from fairnb.ucerf.run import TASKS, score_coref, score_seeds, seed_pairs
+from fairnb.ucerf.run import TASKS, pairs_per_seed, score_coref, score_seeds, seed_pairs
 from fairnb.ucerf.tables import (
                                case_study_tables,
                                display_summary,
                                evidence,
+                               headline_occupations,
                                letter_shares,
                                model_ranking,
                                occupation_table,
@@ -124,7 +125,7 @@ __all__ = ["evidence",
     "mcq_options", "mcq_prompts", "occupation_pair_counts", "splits_read", "toy_scenarios", "winobias_splits",
     "coref_decisions", "desirability", "equalized_odds", "equalized_odds_halved", "groupwise_ucerf",
     "normalized_certainty", "pair_metrics", "pair_ucerf", "perplexity", "rates_by_group", "ucerf",
-    "score_coref", "score_seeds", "seed_pairs",
-    "case_study_tables", "display_summary", "letter_shares", "model_ranking", "occupation_table", "pair_table",
+    "pairs_per_seed", "score_coref", "score_seeds", "seed_pairs",
+    "case_study_tables", "display_summary", "headline_occupations", "letter_shares", "model_ranking", "occupation_table", "pair_table",
     "per_seed_table", "rank_agreement", "results_table", "summary", "summary_table", "this_run", "toy_table",
 ]
