@@ -27,8 +27,9 @@ import fairnb
 from fairnb import published
 from fairnb.report import book, runner
 from fairnb.report.parameters import check_limit, check_name, check_timeout, parse_param
+from fairnb.results import DEFAULT_RUNS, results_root
 
-RUN_DEFAULTS: dict[str, Any] = {"models": "default", "chapters": "all", "limit": None, "params": {}, "out": "book/runs", "results": None,
+RUN_DEFAULTS: dict[str, Any] = {"models": "default", "chapters": "all", "limit": None, "params": {}, "out": str(DEFAULT_RUNS), "results": None,
                 "executor": "local", "scheduler": None, "workers": None, "force": False, "timeout": None,
                 "notebooks": str(runner.NOTEBOOKS_DIR), "fresh_kernels": False}
 
@@ -61,15 +62,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--notebooks", help="folder of the chapters' notebooks (default: the repo's notebooks/)")
 
     book = commands.add_parser("book", help="execute the comparison page and build the Jupyter Book")
-    book.add_argument("--runs", default="book/runs", help="folder of the executed notebooks (default: book/runs)")
+    book.add_argument("--runs", default=str(DEFAULT_RUNS), help="folder of the executed notebooks (default: book/runs)")
     book.add_argument("--results", help="folder of the result files (default: $FAIRNB_RESULTS, else RUNS/results)")
     book.add_argument("--no-build", action="store_true", help="write the table of contents, skip jupyter-book")
 
     reproduce = commands.add_parser("reproduce", help="run the papers' open models under preset=paper, "
                                                       "or print the plan when the hub cannot be reached")
     reproduce.add_argument("--paper", default="all", help="'all' or comma-separated paper (= chapter) numbers")
-    reproduce.add_argument("--out", default="book/runs", help="where executed notebooks go (default: book/runs)")
-    reproduce.add_argument("--results", help="where the notebooks write result files (default: OUT/results)")
+    reproduce.add_argument("--out", default=str(DEFAULT_RUNS), help="where executed notebooks go (default: book/runs)")
+    reproduce.add_argument("--results", help="where the notebooks write result files (default: $FAIRNB_RESULTS, "
+                                             "else OUT/results)")
     reproduce.add_argument("--plan", action="store_true", help="print the plan, run nothing")
     return parser
 
@@ -96,8 +98,9 @@ def load_config(path: str | Path) -> dict:
 
 
 def results_location(flag: str | Path | None, out: str | Path) -> Path:
-    """Where result files go: the flag, else ``$FAIRNB_RESULTS``, else ``<out>/results``."""
-    return Path(flag or os.environ.get("FAIRNB_RESULTS") or book.results_folder(out)).resolve()
+    """Where result files go (:func:`fairnb.results.results_root`): the flag, else ``$FAIRNB_RESULTS``, else
+    ``<out>/results``; absolute, as the notebooks get it."""
+    return results_root(flag, runs=out).resolve()
 
 
 def check_folder(path: str | Path, flag: str) -> Path:
@@ -185,7 +188,7 @@ def reproduce_command(args: argparse.Namespace) -> int:
         return 0
     pairs = [pair for row in runnable[runnable["hub id"].isin(found)].itertuples()
              for pair in runner.plan_pairs([row[3]], [row.chapter], pages, args.out)]
-    results = Path(args.results or book.results_folder(args.out)).resolve()
+    results = check_folder(results_location(args.results, args.out), "--results")
     summary = runner.run_pairs(pairs, {"preset": "paper"}, results=results)
     print(summary.to_string(index=False))
     return 1 if (summary["status"] == "failed").any() else 0

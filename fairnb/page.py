@@ -22,8 +22,8 @@ from IPython.display import HTML, Markdown, display
 
 from fairnb.contract import Chapter
 from fairnb.formatting import number_cells
-from fairnb.published import condition_keys, load_published, published_beside_run, record_settings
-from fairnb.results import write_evidence, write_results
+from fairnb.published import condition_keys, load_published, published_beside_run, settings_to_record
+from fairnb.results import results_rows, write_page_outputs
 
 __all__ = ["run_card", "run_card_table", "settings_table", "SettingsTable", "show_markdown", "number_cells", "headlines",
            "glue_numbers", "headline_values", "evidence_html", "shown_rows", "finish", "PUBLISHED_NOTE"]
@@ -271,21 +271,23 @@ def finish(chapter: Chapter, model: str, preset: str, settings: Mapping[str, Any
 
     1. writes ``results`` (the chapter's ``results_table(...)``: every row, nothing added here), the
        ``evidence`` (the chapter's ``evidence(...)``: every item behind the headline) and the run's
-       ``settings`` (its preset's keys and those the paper's numbers are judged by), once each;
+       ``settings`` (its preset's keys and those the paper's numbers are judged by) as one unit
+       (:func:`fairnb.results.write_page_outputs`), once;
     2. glues each headline row of the written table as ``<chapter key>_<metric>`` (``_low``/``_high``
        from its interval) and each of ``glue`` as ``<chapter key>_<name>``, the names the prose quotes;
     3. shows the evidence sorted by ``sort_by`` (at most ``max_rows``: the two ends) under ``caption``,
        then the paper's numbers for this model beside the run's (:func:`fairnb.published.published_beside_run`).
 
-    ``root`` is the results folder (default: ``$FAIRNB_RESULTS``, else ``results``).
+    ``root`` is the results folder (default: :func:`fairnb.results.results_root`).
     """
-    write_results(results, model, chapter, root=root, preset=preset)
-    kept = write_evidence(evidence, model, chapter, root=root, preset=preset)
     published = load_published(chapter) if published is None else published
-    recorded = record_settings(chapter, model, settings, preset, condition_keys(published), root)
-    glue_numbers(**headline_values(results, chapter.key, **(glue or {})))
+    recorded = settings_to_record(chapter, settings, preset, condition_keys(published))
+    unit = write_page_outputs(model, chapter, preset, results=results, evidence=evidence, settings=recorded,
+                              results_dir=root)
+    written = results_rows(results, model, chapter, preset)  # the rows as the unit holds them
+    glue_numbers(**headline_values(written, chapter.key, **(glue or {})))
+    kept = unit.evidence or unit.results
     note = f" (every row: {kept.parent.parent.name}/evidence/{kept.name} in the results folder)"
     display(HTML(evidence_html(evidence, caption, sort_by, ascending, max_rows, note=note)))
     display(Markdown(PUBLISHED_NOTE))
-    display(published_beside_run(chapter, model, recorded, preset, results.assign(model=model, chapter=chapter.key,
-                                                                                   preset=preset), published))
+    display(published_beside_run(chapter, model, unit.settings, preset, written, published))

@@ -10,13 +10,12 @@ result row of the chapter that computes it), ``value`` as printed, ``scale`` (``
 joined by ``;``: ``preset`` is the run's preset, a column of the run's result row such as ``n``
 is read there, any other key from the run's settings) and a ``note``.
 
-A chapter page's :func:`fairnb.page.finish` records the run's settings beside its result file
-(:func:`record_settings`), so the reproduction page (:func:`reproduction_table`) can judge every run
-later, and shows :func:`published_beside_run`.
+A chapter page's :func:`fairnb.page.finish` keeps the run's settings in its run record
+(:func:`settings_to_record`, :func:`fairnb.results.write_page_outputs`), so the reproduction page
+(:func:`reproduction_table`) can judge every run later, and shows :func:`published_beside_run`.
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Collection, Mapping
@@ -28,9 +27,8 @@ from IPython.display import Markdown
 
 from fairnb.contract import NOT_GIVEN, Chapter, require_columns, shipped_file
 from fairnb.formatting import number
-from fairnb.models.cache import atomic_write_text
 from fairnb.models.names import model_label
-from fairnb.results import read_results, results_file, results_root
+from fairnb.results import RECORD_SUFFIX, read_record, read_results, results_file, results_root
 
 COLUMNS = ("paper", "table", "model", "hub_id", "topic", "item", "metric", "value", "scale", "kind", "tolerance",
            "comparable", "note")
@@ -42,7 +40,8 @@ STATUSES = ("reproduced", "differs", "not comparable", "not run")
 
 # Result metrics a published number may name besides each chapter's headlines (its group rows).
 GROUP_METRICS = {
-    "ucerf": ("intrinsic_type1_ucerf", "intrinsic_type1_perplexity", "intrinsic_type2_accuracy"),
+    # tpr_difference: the case study's per-example |TPR_pro - TPR_anti| / 2 (the case-study table's column)
+    "ucerf": ("intrinsic_type1_ucerf", "intrinsic_type1_perplexity", "intrinsic_type2_accuracy", "tpr_difference"),
     "group_fairness": ("gf_think_toxicity", "gf_think_negative_sentiment"),
     "certification": ("coverage",),
 }
@@ -185,28 +184,22 @@ def run_command(hub_id: str, number: int) -> str:
     return f"python -m fairnb run --models {hub_id} --chapters {number} --param preset=paper"
 
 
-def settings_file(model: str, chapter: Chapter, preset: str, root: str | Path | None = None) -> Path:
-    """Where a run's settings lie: beside its result file, ``<key>[.<preset>].settings.json``."""
-    return results_file(model, chapter, preset, root).with_suffix(".settings.json")
-
-
 def condition_keys(published: pd.DataFrame) -> set[str]:
     """Every key the published rows' conditions name."""
     return {key for text in published["comparable"] for key, _, _ in parse_conditions(text)}
 
 
-def record_settings(chapter: Chapter, model: str, given: Mapping[str, Any], preset: str, keys: Collection[str],
-                    root: str | Path | None = None) -> dict:
-    """Write a run's settings beside its result file: the preset's keys (resolved from ``given`` as
-    :meth:`Chapter.settings` does) and ``keys`` where ``given`` has them; returns what was written."""
+def settings_to_record(chapter: Chapter, given: Mapping[str, Any], preset: str, keys: Collection[str]) -> dict:
+    """The settings a run's record keeps: the preset's keys (resolved from ``given`` as :meth:`Chapter.settings`
+    does) and ``keys`` (those the paper's numbers are judged by) where ``given`` has them.
+
+    Examples:
+        >>> ch = Chapter(9, "demo", "Demo", "09_demo.ipynb", (), presets={"quick": {"limit": 5}, "paper": {"limit": None}})
+        >>> settings_to_record(ch, {"limit": "preset", "dataset": "/data", "unrelated": 1}, "quick", ["dataset", "split"])
+        {'dataset': '/data', 'limit': 5}
+    """
     resolved = {**given, **chapter.settings(preset, given)} if chapter.presets else dict(given)
-    wanted = {k: resolved[k] for k in sorted(set(keys) | set(chapter.presets.get(preset, {}))) if k in resolved}
-    for key, value in wanted.items():
-        if " object at 0x" in repr(value):  # recorded, it would be a memory address, not a setting
-            raise ValueError(f"The setting {key!r} holds an object ({type(value).__name__}), not a value: "
-                             f"a notebook variable named {key!r} hides the parameter; rename the variable.")
-    atomic_write_text(settings_file(model, chapter, preset, root), json.dumps(wanted, indent=1, default=str))
-    return json.loads(json.dumps(wanted, default=str))
+    return {k: resolved[k] for k in sorted(set(keys) | set(chapter.presets.get(preset, {}))) if k in resolved}
 
 
 def _text(value: Any) -> str:
@@ -360,13 +353,12 @@ def published_beside_run(chapter: Chapter, model: str, settings: Mapping[str, An
 
 
 def read_run_settings(root: str | Path | None = None) -> dict[tuple[str, str], dict]:
-    """Recorded settings of every run under the results root, keyed by (model slug folder, file stem)."""
+    """Recorded settings of every run under the results root, keyed by (model slug folder, results file stem)."""
     found = {}
-    for path in sorted(results_root(root).glob("*/*.settings.json")):
-        try:
-            found[(path.parent.name, path.name.removesuffix(".settings.json"))] = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
+    for path in sorted(results_root(root).glob(f"*/*{RECORD_SUFFIX}")):
+        record = read_record(path)
+        if record is not None and isinstance(record.get("settings"), dict):
+            found[(path.parent.name, path.name.removesuffix(RECORD_SUFFIX))] = record["settings"]
     return found
 
 
@@ -377,9 +369,9 @@ def _runs(results: pd.DataFrame, chapters: Collection[Chapter], root) -> list[di
     runs = []
     for (model, key, preset), rows in results.groupby(["model", "chapter", "preset"], sort=False):
         if key in by_key:
-            path = settings_file(model, by_key[key], preset, root)
+            path = results_file(model, by_key[key], preset, root)
             runs.append(dict(model=model, chapter=key, preset=preset, rows=rows,
-                             settings=stored.get((path.parent.name, path.name.removesuffix(".settings.json")), {})))
+                             settings=stored.get((path.parent.name, path.name.removesuffix(".parquet")), {})))
     return runs
 
 

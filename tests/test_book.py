@@ -114,7 +114,7 @@ def built_book(tmp_path_factory):
     runs = root / "runs"
     pages = runner.available_pages(notebooks)
     pairs = runner.plan_pairs(MODELS, runner.select_chapters("1,3", pages), pages, runs)
-    summary = runner.run_pairs(pairs, results=book.results_folder(runs))
+    summary = runner.run_pairs(pairs, results=runs / "results")
     assert summary["status"].eq("done").all(), summary.to_string()
     shutil.copy(runner.REPO_ROOT / "_config.yml", root / "_config.yml")
     shutil.copytree(runner.REPO_ROOT / "_static", root / "_static")
@@ -217,7 +217,7 @@ document.getElementById("page").addEventListener("load", function () {
 
 
 def test_the_evidence_table_is_written_and_sorts_and_filters_in_the_browser(built_book, tmp_path):
-    evidence = book.results_folder(built_book["root"] / "runs") / "default" / "evidence" / "bvf.parquet"
+    evidence = (built_book["root"] / "runs" / "results") / "default" / "evidence" / "bvf.parquet"
     assert len(pd.read_parquet(evidence)) == 7  # every row of the tiny chapter's table
     html = built_book["html"]
     (html / "evidence_check.html").write_text(EVIDENCE_CHECK)

@@ -13,7 +13,7 @@ import pytest
 import fairnb
 from fairnb import published
 from fairnb.bvf import CHAPTER as BVF
-from fairnb.results import write_results
+from fairnb.results import write_results, write_settings
 
 REPO = Path(__file__).resolve().parents[1]
 # The papers lie in ../shared/papers beside the main checkout (and two levels up from a worktree).
@@ -186,7 +186,7 @@ def test_the_reproduction_page_renders_a_tiny_model_beside_its_fixture_row(tmp_p
     model, results = str(tiny_gpt2_path), tmp_path / "results"
     _tiny_run(results, model, "paper")
     _fixture(tmp_path / "bvf.csv", hub_id=model, value=0.45)
-    published.record_settings(BVF, model, {"criterion": "official"}, "paper", ["criterion"], results)
+    write_settings(model, BVF, "paper", {"criterion": "official"}, results)
     page = execute_notebook(REPRODUCTION_NOTEBOOK, tmp_path / "reproduction.ipynb",
                             {"results_dir": str(results), "published_dir": str(tmp_path)})
     html = page.read_text()
@@ -224,17 +224,18 @@ def test_the_reproduction_page_sits_beside_the_comparison_page_in_the_toc(tmp_pa
     assert "[the reproduction page](reproduction.ipynb)" in (runs / "intro.md").read_text()
 
 
-def test_a_notebooks_globals_are_resolved_like_its_settings_and_only_the_asked_keys_recorded(tmp_path):
+def test_a_runs_settings_are_resolved_like_its_chapters_and_only_the_asked_keys_recorded(tmp_path):
     from fairnb.contract import Chapter
 
     chapter = Chapter(9, "demo", "Demo", "09_demo.ipynb", (), presets={"quick": {"criterion": "eq2", "limit": 5},
                                                                      "paper": {"criterion": "official", "limit": None}})
     given = {"criterion": "preset", "limit": 7, "dataset": "/data/WinoBias", "np": np, "unrelated": 1}
-    recorded = published.record_settings(chapter, "tiny", given, "paper", ["dataset"], tmp_path)
+    recorded = published.settings_to_record(chapter, given, "paper", ["dataset"])
     assert recorded == {"criterion": "official", "dataset": "/data/WinoBias", "limit": 7}
+    write_settings("tiny", chapter, "paper", recorded, tmp_path)
     assert published.read_run_settings(tmp_path) == {("tiny", "demo.paper"): recorded}
     with pytest.raises(ValueError, match="a notebook variable named 'criterion' hides the parameter"):
-        published.record_settings(chapter, "tiny", {**given, "criterion": object()}, "paper", [], tmp_path)
+        write_settings("tiny", chapter, "paper", {**recorded, "criterion": object()}, tmp_path)
 
 
 def test_a_paper_without_numbers_says_so(tmp_path):

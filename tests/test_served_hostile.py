@@ -22,6 +22,10 @@ class Hostile(BaseHTTPRequestHandler):
         self.rfile.read(int(self.headers.get("content-length", 0)))
         self.server.requests += 1
         mode = self.server.mode
+        if mode == "trickled headers":  # the status line, then one header byte every 0.25 s, for up to 20 s
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+            self.trickle(b"a", 0.25, 20)
+            return
         self.send_response(200)
         self.send_header("content-type", "text/html" if mode == "garbage" else "text/event-stream")
         self.end_headers()
@@ -30,14 +34,18 @@ class Hostile(BaseHTTPRequestHandler):
         elif mode == "truncated":
             self.wfile.write(f"data: {json.dumps(CHUNK)}\n\n".encode())
         elif mode == "trickle":  # a keep-alive comment every 0.2 s, for up to 30 s
-            end = time.monotonic() + 30
-            while time.monotonic() < end and not self.server.closing:
-                try:
-                    self.wfile.write(b": keep-alive\n\n")
-                    self.wfile.flush()
-                except OSError:
-                    return
-                time.sleep(0.2)
+            self.trickle(b": keep-alive\n\n", 0.2, 30)
+
+    def trickle(self, piece: bytes, every_s: float, for_s: float) -> None:
+        """Write ``piece`` every ``every_s`` seconds for ``for_s`` seconds (until the client hangs up)."""
+        end = time.monotonic() + for_s
+        while time.monotonic() < end and not self.server.closing:
+            try:
+                self.wfile.write(piece)
+                self.wfile.flush()
+            except OSError:
+                return
+            time.sleep(every_s)
 
     def log_message(self, *args):
         pass
@@ -72,11 +80,17 @@ def test_an_answer_that_is_not_complete_fails_and_is_never_cached(hostile, tmp_p
     assert hostile.requests == 2 and not list(tmp_path.rglob("*.json"))
 
 
-def test_the_timeout_bounds_a_request_that_trickles_keep_alive_bytes(hostile):
-    hostile.mode = "trickle"
+@pytest.mark.parametrize("mode, endpoint", [("trickle", "chat"), ("trickled headers", "chat"),
+                                            ("trickled headers", "completions")])
+def test_the_timeout_bounds_a_whole_request_that_trickles(hostile, mode, endpoint):
+    """Keep-alive bytes in the body, or the headers one byte at a time: each try ends at ``timeout``."""
+    hostile.mode = mode
     url = f"http://127.0.0.1:{hostile.server_port}/v1"
-    served = ServedModel.from_spec(f"openai:tiny@{url}?timeout=1&retries=1&backoff=0.01", use_cache=False)
+    served = ServedModel.from_spec(f"openai:tiny@{url}?endpoint={endpoint}&timeout=1&retries=1&backoff=0.01",
+                                   use_cache=False)
     start = time.monotonic()
-    with pytest.raises(ValueError, match=r"^The server at .* did not answer within 1 s after 2 tries\.$"):
+    with pytest.raises(ValueError) as caught:
         served.generate(["My friend is"], max_new_tokens=4)
-    assert time.monotonic() - start < 6 and hostile.requests == 2  # two tries of ~1 s each, never the 30 s trickle
+    elapsed = time.monotonic() - start
+    assert str(caught.value) == f"The server at {url} did not answer within 1 s after 2 tries."
+    assert hostile.requests == 2 and elapsed < 2 * 1 + 1.5, elapsed  # timeout x tries + slack, never the trickle

@@ -5,8 +5,8 @@ what a server can do. ``generate`` sends one request per prompt (streamed ``/cha
 or ``/completions``), ``concurrency`` of them at a time, each retried with exponential backoff
 on a refused connection, a timeout, HTTP 429 or 5xx, or an answer that is not complete (an HTTP 200
 that is not JSON, an empty stream, a stream that ends without ``finish_reason`` or ``[DONE]``).
-``timeout`` bounds each try as a whole (:mod:`~fairnb.models.http_deadline`), so a server that
-trickles keep-alive bytes cannot hold a run. Every complete answer is cached on disk under a key
+``timeout`` bounds each try as a whole, connecting, headers and body (:mod:`~fairnb.models.http_deadline`),
+so a server that trickles its headers or keep-alive bytes cannot hold a run. Every complete answer is cached on disk under a key
 of the model's identity (model, base URL, endpoint), the request (prompt, every decoding
 setting, the seed); a sampled request without a seed is not cached. ``top_k`` goes in the
 request body where decoding asks for it; a server that refuses it (``transformers serve``,

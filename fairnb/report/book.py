@@ -21,23 +21,18 @@ from fairnb.comparison import headline_findings
 from fairnb.models.cache import atomic_write_text
 from fairnb.models.names import model_label
 from fairnb.report.runner import GETTING_STARTED, REPO_ROOT, execute_notebook, failed_path, failure_reason, read_record
-from fairnb.results import load_results, read_results
+from fairnb.results import load_results, read_results, results_root
 
 COMPARISON_NOTEBOOK = REPO_ROOT / "book" / "comparison.ipynb"
 REPRODUCTION_NOTEBOOK = REPO_ROOT / "book" / "reproduction.ipynb"
 INTRO = REPO_ROOT / "book" / "intro.md"
 
 
-def results_folder(runs: str | Path) -> Path:
-    """Where ``fairnb run --out RUNS`` has the notebooks write their result files by default."""
-    return Path(runs) / "results"
-
-
 def execute_comparison(runs: str | Path, results: str | Path | None = None, source: str | Path = COMPARISON_NOTEBOOK,
                        timeout: int | None = None) -> Path:
     """Execute an across-models page (the comparison page by default) into ``<runs>/<its name>`` over
-    ``results`` (default ``<runs>/results``)."""
-    results = Path(results or results_folder(runs)).resolve()
+    ``results`` (default: :func:`fairnb.results.results_root` of ``runs``)."""
+    results = results_root(results, runs=runs).resolve()
     return execute_notebook(source, Path(runs) / Path(source).name, {"results_dir": str(results)}, cwd=REPO_ROOT,
                             timeout=timeout)
 
@@ -122,7 +117,7 @@ def intro_page(runs: Path, pages: dict[int, list[Path]], results: Path | None = 
         rows.append(f"| {titles[number]} | " + " | ".join(cells) + " |")
     intro = INTRO.read_text().rstrip()
     title, _, rest = intro.partition("\n\n")
-    text = (f"{title}\n\n{rest}\n\n{findings_section(results or results_folder(runs))}\n## The chapters\n\n"
+    text = (f"{title}\n\n{rest}\n\n{findings_section(results_root(results, runs=runs))}\n## The chapters\n\n"
             f"{chapter_table()}\n\n## Chapters and models\n\n" + "\n".join(rows) + "\n")
     if (runs / "comparison.ipynb").exists():
         text += "\nAll models side by side: [the comparison page](comparison.ipynb).\n"
@@ -189,7 +184,7 @@ def build_book(runs: str | Path, book_root: str | Path = REPO_ROOT, results: str
     Returns the exit code of the build (0 when ``build`` is False; 1 when the comparison page failed).
     """
     book_root = Path(book_root).resolve()
-    for problem in load_results(results or results_folder(runs))[1]:
+    for problem in load_results(results_root(results, runs=runs))[1]:
         print(f"fairnb book: {problem}", file=sys.stderr)
     sources = (COMPARISON_NOTEBOOK, REPRODUCTION_NOTEBOOK)
     with ThreadPoolExecutor(max_workers=len(sources)) as pool:  # two kernels at once: most of each is imports
