@@ -827,7 +827,13 @@ def test_notebook_runs_on_tiny_model(preset, tiny_gpt2_path, tmp_path):
     groups = len(cert.PRESETS[preset]["decodingtrust_groups"])
     assert f"DecodingTrust, {groups} groups" in text and groups == (2 if preset == "paper" else 3)
     assert "sasha/regardv3" in text  # the settings table names the paper's regard classifier
-    assert cert.PAPER_SETTINGS["generation_config"].value in text  # the generation config, in the paper's words
+    from page_checks import settings_rows
+
+    shown = settings_rows(tmp_path / "out.ipynb")  # the settings table as the page shows it
+    assert shown["generation_config"]["this run"] == shown["generation_config"]["paper"]  # inherited, as the paper
+    assert shown["bold_instruction"]["departs"] == "" and shown["detector"]["departs"] == ""
+    assert shown["decodingtrust_prefix_kinds"]["departs"] == ("" if preset == "paper" else "yes")
+    assert shown["decodingtrust_prefix_kinds"]["why"] == ("" if preset == "paper" else cert._CPU)
     from fairnb.results import read_page_outputs
 
     assert read_page_outputs(str(tiny_gpt2_path), cert.CHAPTER, preset).settings["detector"] == "official"

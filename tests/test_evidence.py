@@ -86,12 +86,12 @@ def test_the_headline_numbers_are_glued_by_page_and_metric():
 
 
 def test_bvf_evidence_ranks_occupations_by_risk_and_names_their_extreme_contexts():
-    # nurse: p_male 0.5 then 0.9 (official J = 0, 0.8: r = 0.4); pilot: 0.1 in both (r = r_b = 0.8); chef: 0.5 (r = 0)
+    # nurse: p_male 0.5 then 0.9 (Eq. 2: J = 0, 0.8: r = 0.4); pilot: 0.1 in both (r = r_b = 0.8); chef: 0.5 (r = 0)
     contexts = ["The [X] said [Y]", "The [X] ran [Y]"]
     p_male = {"nurse": [0.5, 0.9], "pilot": [0.1, 0.1], "chef": [0.5, 0.5]}
     probs = pd.DataFrame([{"group": o, "template": t, "weight": 1.0, "category": c, "p": p if c == "male" else 1 - p}
                           for o, ps in p_male.items() for t, p in zip(contexts, ps) for c in ("male", "female")])
-    table, _ = bvf.risk_table(probs, criterion="official")
+    table, _ = bvf.risk_table(probs, criterion="eq2")
     proof = bvf.evidence(table, probs).set_index("occupation")
     assert proof["rank"].to_dict() == {"pilot": 1, "nurse": 2, "chef": 3}
     assert proof.loc["nurse", ["r", "r_b", "r_v"]].tolist() == pytest.approx([0.4, 0.4, 0.0])

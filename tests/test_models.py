@@ -123,6 +123,38 @@ def test_short_shared_runs_add_up_to_a_shared_prefix(tiny_gpt2, monkeypatch):
     assert sum(positions) == sum(len(r) for r in rows) - sum(common)  # each pair's shared start computed once
 
 
+def test_next_token_mass_is_one_pass_per_prompt_and_sums_vocabulary_entries(tiny_gpt2, monkeypatch):
+    """Issue 36/41: every id's probability from the pass over the prompt, summed per set, as a direct forward gives."""
+    vocabulary = tiny_gpt2.tokenizer.get_vocab()
+    bare = [vocabulary[w] for w in ("he", "she", "the") if w in vocabulary]  # bare pieces: no leading space
+    spaced = [tiny_gpt2.word_token_ids(w)[0] for w in ("he", "she")]
+    passes = []
+    forward = tiny_gpt2.model.forward
+    monkeypatch.setattr(tiny_gpt2.model, "forward", lambda *a, **k: passes.append(1) or forward(*a, **k))
+    mass = tiny_gpt2.next_token_mass(PROMPTS, [bare, spaced, []])
+    assert len(passes) <= len(PROMPTS)  # one pass per prompt at most (shared prefixes run once), none per word
+    for prompt, row in zip(PROMPTS, mass):
+        with torch.no_grad():
+            probs = torch.softmax(forward(torch.tensor([tiny_gpt2.tokenizer(prompt).input_ids])).logits[0, -1].double(), -1)
+        assert row == pytest.approx([probs[bare].sum().item(), probs[spaced].sum().item(), 0.0], rel=1e-5, abs=1e-12)
+    # the spaced pieces are the single-token words next_word_probs reads
+    np.testing.assert_allclose(mass[:, 1], tiny_gpt2.next_word_probs(PROMPTS, ["he", "she"]).sum(1), rtol=1e-5)
+    with pytest.raises(ValueError, match="outside the model's vocabulary"):
+        tiny_gpt2.next_token_mass(PROMPTS, [[10**6]])
+    with pytest.raises(ValueError, match="is empty"):
+        tiny_gpt2.next_token_mass(PROMPTS, [[], []])
+
+
+def test_next_token_mass_at_the_mask(tiny_bert):
+    prompts = ["the nurse said that [MASK] was tired.", "my friend likes the color [MASK].", "[MASK] went to the market."]
+    ids = [tiny_bert.word_token_ids(w)[0] for w in ("she", "he", "blue")]
+    mass = tiny_bert.next_token_mass(prompts, [ids[:2], ids[2:]])
+    expected = np.exp([[hand_masked_logprob(tiny_bert, p, w) for w in ("she", "he", "blue")] for p in prompts])
+    np.testing.assert_allclose(mass, np.stack([expected[:, :2].sum(1), expected[:, 2]], 1), rtol=1e-5)
+    with pytest.raises(ValueError, match="exactly one"):
+        tiny_bert.next_token_mass(["no mask here."], [ids])
+
+
 def test_greedy_generation_same_alone_and_in_padded_batch(tiny_gpt2):
     batched = tiny_gpt2.generate(PROMPTS, max_new_tokens=8)
     alone = [tiny_gpt2.generate([p], max_new_tokens=8)[0] for p in PROMPTS]

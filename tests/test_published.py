@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 # The papers lie in ../shared/papers beside the main checkout (and two levels up from a worktree).
 PAPERS = next((p for p in (REPO.parent / "shared" / "papers", REPO.parents[1] / "shared" / "papers") if p.is_dir()),
               REPO.parent / "shared" / "papers")
-COUNTS = {1: 153, 2: 0, 3: 24, 4: 370, 5: 11}
+COUNTS = {1: 171, 2: 0, 3: 24, 4: 370, 5: 11}
 
 
 @pytest.fixture(scope="module")
@@ -165,6 +165,20 @@ def test_a_quick_run_or_another_criterion_is_labelled_not_comparable(tmp_path, t
     assert nothing.startswith("Paper 1 prints no number for default (its models: Tiny)")
 
 
+def test_group_fairness_tables_2_3_need_the_users_prompts(shipped):
+    """The paper's prompts are unpublished: a paper run with fairnb's prompts is not comparable with Tables 2-3."""
+    table = shipped[(shipped.chapter == "group_fairness") & shipped.table.isin(["Table 2", "Table 3"])]
+    assert len(table) == 270 and table.comparable.str.contains("prompts!=fairnb's").all()
+    row = table.iloc[0]
+    settings = {"toxicity_scorer": "perspective-api", "prompts": "fairnb's"}
+    assert published.unmet_conditions(row.comparable, "paper", settings, {"n": 2000}) == ["its prompts are fairnb's"]
+    assert published.unmet_conditions(row.comparable, "paper", {**settings, "prompts": "/data/paper_prompts.yaml"},
+                                      {"n": 2000}) == []
+    from fairnb.group_fairness import PRESETS
+
+    assert {p["prompts"] for p in PRESETS.values()} == {"fairnb's"}
+
+
 def test_a_rank_is_checked_among_comparable_runs_of_all_ranked_models(tmp_path):
     rows = [{"paper": 1, "table": "ranks", "model": name, "hub_id": name, "topic": "gender", "item": "all",
              "metric": "R", "value": rank, "scale": "rank of 2 (1 = lowest)", "kind": "rank", "tolerance": 0,
@@ -208,7 +222,7 @@ def test_reproduce_without_the_hub_prints_the_plan_and_runs_nothing(monkeypatch,
     assert first.startswith("Nothing runs: no model of the paper could be found (Unknown model")
     assert "The plan: 7 (model, chapter) runs under preset=paper of 7 models" in first
     assert "xlnet-base-cased" in out and "a permutation LM (XLNet)" in out
-    assert "python -m fairnb run --models bert-base-uncased --chapters 1 --param preset=paper" in out
+    assert "python -m fairnb run --models bert-large-uncased --chapters 1 --param preset=paper" in out
 
 
 def test_the_reproduction_page_sits_beside_the_comparison_page_in_the_toc(tmp_path):

@@ -23,7 +23,16 @@ from fairnb.group_fairness.data import (
                                         schema_source,
 )
 from fairnb.group_fairness.metrics import BIAS_METRICS, bias_rates, target_std, task_agreement
-from fairnb.group_fairness.run import ALTERNATIVE_TASKS, TASK_PROMPTS, TASKS, alternative_tasks, gf_think_comparison, run_tasks
+from fairnb.group_fairness.run import (
+    ALTERNATIVE_TASKS,
+    FAIRNB_PROMPTS,
+    TASK_PROMPTS,
+    TASKS,
+    alternative_tasks,
+    gf_think_comparison,
+    load_task_prompts,
+    run_tasks,
+)
 from fairnb.group_fairness.tables import (
                                         MAIN_TASK,
                                         agreement_by_metric,
@@ -57,10 +66,10 @@ from fairnb.group_fairness.tables import (
 PRESETS = {
     "quick": {"targets_per_dimension": 3, "attributes_per_dimension": 3, "limit": None, "max_new_tokens": 32,
               "temperature": 0.0, "alternative_tasks_per_dimension": 2, "gf_think_per_dimension": 1,
-              "gf_think_tokens": 48, "seed": 0},
+              "gf_think_tokens": 48, "seed": 0, "prompts": FAIRNB_PROMPTS},
     "paper": {"targets_per_dimension": 20, "attributes_per_dimension": 100, "limit": None, "max_new_tokens": 64,
               "temperature": 0.0, "alternative_tasks_per_dimension": None, "gf_think_per_dimension": None,
-              "gf_think_tokens": 256, "seed": 0},
+              "gf_think_tokens": 256, "seed": 0, "prompts": FAIRNB_PROMPTS},
 }
 UNSTATED = "not stated"
 
@@ -89,7 +98,8 @@ CHAPTER = Chapter(
         "data_points": PaperSetting(20000, "Section 4.3: 20 × 100 per dimension, 10 dimensions", "CPU-sized"),
         "limit": PaperSetting(None, "Section 4.3: every drawn data point", "CPU-sized"),
         "prompts": PaperSetting("not published", "Section 5 and its appendix (not in the paper's text)",
-                                "fairnb writes its own prompts from the task descriptions"),
+                                "fairnb writes its own prompts from the task descriptions, or reads yours (prompts=): "
+                                "Tables 2-3 are not comparable with fairnb's"),
         "toxicity_scorer": PaperSetting("Perspective API", "Section 6.1.2",
                                         "no network: an offline classifier stands in (agreement shown below)"),
         "sentiment_scorer": PaperSetting("twitter-roberta sentiment, top class negative", "Section 6.1.2",
@@ -115,7 +125,7 @@ CHAPTER = Chapter(
 
 
 __all__ = ["evidence", "ALTERNATIVE_TASKS", "BIAS_METRICS", "CHAPTER", "DIMENSIONS", "DataPoints", "MAIN_TASK", "PRESETS",
-           "TASKS", "TASK_PROMPTS", "agreement_by_metric", "agreement_table", "alternative_tasks",
+           "TASKS", "TASK_PROMPTS", "FAIRNB_PROMPTS", "load_task_prompts", "agreement_by_metric", "agreement_table", "alternative_tasks",
            "attributes_by_dimension", "bias_rates", "build_schema", "data_points", "gf_think_comparison",
            "gf_think_table", "holisticbias_targets", "kruskal_table", "load_schema", "prose_numbers", "rates_table",
            "representative_targets", "results_table", "run_tasks", "same_points", "sample_per_dimension",

@@ -42,6 +42,7 @@ from fairnb.probing.tables import (
                                  case_split,
                                  case_table,
                                  evidence,
+                                 generated_count,
                                  headline_table,
                                  most_least_biased,
                                  results_table,
@@ -95,7 +96,9 @@ CHAPTER = Chapter(
                                   "the grammatical wording puts a / an before occupations"),
         "limit": PaperSetting(None, "Sections 2.2 and 6.3: all 159 template words, every qualifying STS-B test "
                               "sentence", "CPU-sized"),
-        "n_generated": PaperSetting(200, "Section 2.2", "CPU-sized"),
+        "n_generated": PaperSetting(200, "Section 2.2: 200 statements generated and kept",
+                                    "CPU-sized; and the model keeps writing repeats or gendered statements, which "
+                                    "are dropped, so it may end with fewer than asked for"),
         "generator": PaperSetting("gpt-3.5-turbo", "Section 2.2",
                                   "no network: the model under test writes its own statements"),
         "natural_source": PaperSetting("STS-B test set", "Section 2.2",
@@ -119,7 +122,7 @@ CHAPTER = Chapter(
 __all__ = ["evidence", "CASES", "CHAPTER", "CHAT_INSTRUCTION", "FRAMES", "INSTRUCTION", "LABELS", "PRESETS", "PROBE_COLUMNS",
            "STRATEGIES", "STS_B_COLUMNS", "WORDINGS", "attribute_shares", "attribute_words", "build_probes",
            "case_examples", "case_split", "case_table", "cooccurrence_ratio", "framed_inputs",
-           "gender_attribute_label", "headline_table", "jsd", "most_least_biased", "natural_probe_filter",
+           "gender_attribute_label", "generated_count", "headline_table", "jsd", "most_least_biased", "natural_probe_filter",
            "naturally_sourced_probes", "producible_pairs", "read_sts_b", "resolve_frame", "results_table",
            "score_probes", "score_words", "strategy_table", "sts_b_filter", "summary", "template_probes", "this_run",
            "word_jsd_table"]
