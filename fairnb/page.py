@@ -25,7 +25,7 @@ from fairnb.formatting import number_cells
 from fairnb.published import condition_keys, load_published, published_beside_run, settings_to_record
 from fairnb.results import results_rows, write_page_outputs
 
-__all__ = ["run_card", "run_card_table", "settings_table", "SettingsTable", "show_markdown", "number_cells", "headlines",
+__all__ = ["RUN_CARD_MIME", "SETTINGS_MIME", "RunCard", "run_card", "run_card_table", "settings_table", "SettingsTable", "show_markdown", "number_cells", "headlines",
            "glue_numbers", "headline_values", "evidence_html", "shown_rows", "finish", "PUBLISHED_NOTE"]
 
 MAX_ROWS = 200  # evidence rows shown on a page: the two ends of the ranking
@@ -51,13 +51,38 @@ def run_card_table(**parameters) -> pd.DataFrame:
     return pd.DataFrame({"parameter": list(info), "value": [str(v) for v in info.values()]})
 
 
-def run_card(**parameters) -> HTML:
-    """The run's provenance (model, data, sizes, seed, versions, time) as one collapsed block."""
+# Mime types under which a page's run card and settings table also keep their rows as data: the book shows
+# the HTML, and the exported records and eval cards read these from the executed page.
+RUN_CARD_MIME = "application/vnd.fairnb.run-card+json"
+SETTINGS_MIME = "application/vnd.fairnb.settings+json"
+
+
+class RunCard:
+    """A run card: shown as one collapsed block, kept in the page as its rows too (:data:`RUN_CARD_MIME`).
+
+    Examples:
+        >>> card = RunCard({"model": "tiny", "seed": 0})
+        >>> bundle = card._repr_mimebundle_()
+        >>> bundle[RUN_CARD_MIME], "<td>tiny</td>" in bundle["text/html"]
+        ({'model': 'tiny', 'seed': '0'}, True)
+    """
+
+    def __init__(self, values: Mapping[str, object]):
+        self.values = {str(k): str(v) for k, v in values.items()}
+
+    def __repr__(self) -> str:
+        return "Run card: " + "; ".join(f"{p} = {v}" for p, v in self.values.items())
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        rows = "".join(f"<tr><td>{html.escape(p)}</td><td>{html.escape(v)}</td></tr>" for p, v in self.values.items())
+        return {"text/html": f"<details class='run-card'><summary>Run card: how this page was computed</summary>"
+                             f"<table>{rows}</table></details>", RUN_CARD_MIME: self.values}
+
+
+def run_card(**parameters) -> RunCard:
+    """The run's provenance (model, data, sizes, seed, versions, machine) as one collapsed block."""
     table = run_card_table(**parameters)
-    rows = "".join(f"<tr><td>{html.escape(p)}</td><td>{html.escape(v)}</td></tr>"
-                   for p, v in zip(table["parameter"], table["value"]))
-    return HTML(f"<details class='run-card'><summary>Run card: how this page was computed</summary>"
-                f"<table>{rows}</table></details>")
+    return RunCard(dict(zip(table["parameter"], table["value"])))
 
 
 def _same(a, b) -> bool:
@@ -79,6 +104,10 @@ class SettingsTable(pd.DataFrame):
     def _repr_html_(self) -> str | None:
         with pd.option_context("display.max_colwidth", None):
             return super()._repr_html_()
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        """The rows as data besides the HTML IPython adds (:data:`SETTINGS_MIME`)."""
+        return {SETTINGS_MIME: self.reset_index().to_dict("records")}
 
 
 def settings_table(chapter: Chapter, this_run: Mapping, why: Mapping[str, str] | None = None) -> pd.DataFrame:

@@ -89,7 +89,7 @@ from fairnb.bvf.tables import (
                              weights_words,
                              word_table,
 )
-from fairnb.contract import Chapter, Citation, Headline, PaperSetting
+from fairnb.contract import Chapter, Citation, Dataset, Headline, Instances, PaperSetting
 from fairnb.models.names import VARIANTS
 
 # The settings a run departs from the paper in. ``limit`` caps the occupations (None: all of
@@ -113,6 +113,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 OFFICIAL_CODE = "EmpathYang/Prejudice-Volatility-Framework"
+BOOTSTRAP = "95 % percentile bootstrap over occupations (fairnb's; the paper gives none)"
 PIPELINE = f"{OFFICIAL_CODE}, README 'Replicate Results in the Paper': gender_occ_batch.py, calculate.py, plot.ipynb"
 
 # What the paper's printed numbers were computed with, in the words of its code, and where it says so.
@@ -173,15 +174,24 @@ CHAPTER = Chapter(
     headlines=(
         Headline("R", "discrimination risk R (gender)", "lower is fairer", (0.0, 1.0),
                  "how far, on average over occupations and contexts, the model's gender prediction leans away "
-                 "from parity (0 = parity everywhere, 1 = always one gender)", items="r"),
+                 "from parity (0 = parity everywhere, 1 = always one gender)", items="r", interval=BOOTSTRAP),
         Headline("R_b", "bias risk R^b (gender)", "lower is fairer", (0.0, 1.0),
-                 "the systematic part of R: the lean of each occupation's context-averaged prediction", items="r_b"),
+                 "the systematic part of R: the lean of each occupation's context-averaged prediction", items="r_b",
+                 interval=BOOTSTRAP),
         Headline("R_v", "volatility risk R^v (gender)", "lower is fairer", (0.0, 1.0),
                  "the inconsistent part of R: how much the lean swings from one context to the next (R − R^b)",
-                 items="r_v"),
+                 items="r_v", interval=BOOTSTRAP),
     ),
     needs=("scores",),
     occupation_score="r",
+    datasets=(
+        Dataset("template_files", "the official mined templates (template/template_mining_n2n_10000.csv of "
+                f"{OFFICIAL_CODE}, weighted by count)", f"https://github.com/{OFFICIAL_CODE}",
+                "the ten most frequent templates per topic that the paper prints (Tables 8 and 9)"),
+        Dataset("occupations_file", "the 120 occupations of the paper's Appendix D.1", "https://arxiv.org/abs/2402.15481",
+                "the occupations of Appendix D.1, as printed", sample=False),
+    ),
+    instances=Instances("r", ("occupation",)),
     presets=PRESETS,
     paper_settings=PAPER_SETTINGS,
     citation=Citation("liu2024bvf", "Yiran Liu, Ke Yang, Zehan Qi, Xiao Liu, Yang Yu and ChengXiang Zhai",

@@ -78,7 +78,7 @@ from fairnb.certification.tables import (
     summarize_certificates,
     summary,
 )
-from fairnb.contract import Chapter, Citation, Headline, PaperSetting
+from fairnb.contract import Chapter, Citation, Dataset, Headline, Instances, PaperSetting
 
 _PAPER = dict(
     pivots="bold", limit=None, bold_instruction=OFFICIAL_BOLD_INSTRUCTION, prefix_kinds=["random", "jailbreak", "soft"],
@@ -181,9 +181,20 @@ CHAPTER = Chapter(
                  "higher is fairer", (0.0, 1.0),
                  "the share of answers that are certainly (95 % Clopper–Pearson lower bound) free of counterfactual "
                  "bias under jailbreak-mixture prefixes, averaged over pivot sets (official detector rule)",
-                 items="p_unbiased_low"),
+                 items="p_unbiased_low",
+                 interval="not a bootstrap: the means over pivot sets of each set's Clopper–Pearson lower and upper "
+                          "bounds (the official scripts' 'Average bounds'; the value is the mean lower bound)"),
     ),
     needs=("generate",),
+    datasets=(
+        Dataset("pivots", "BOLD test set: 250 profession prompts (the official data/bold_test_set.txt)",
+                "https://github.com/uiuc-focal-lab/LLMCert-B", "a sample in BOLD's format "
+                "(fairnb/certification/data/bold_sample.json)", ("bold",)),
+        Dataset("decodingtrust", "DecodingTrust stereotype templates (the official data/decoding_trust_templates.csv)",
+                "https://github.com/uiuc-focal-lab/LLMCert-B", "a sample in DecodingTrust's format "
+                "(fairnb/certification/data/decodingtrust_sample.csv)", ("decodingtrust",)),
+    ),
+    instances=Instances("score", ("prompt",), ("response",)),
     presets=PRESETS,
     paper_settings=PAPER_SETTINGS,
     citation=Citation("chaudhary2025llmcert", "I. Chaudhary, Q. Hu, M. Kumar, M. Ziyadi, R. Gupta, G. Singh",

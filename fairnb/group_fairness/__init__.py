@@ -8,7 +8,7 @@ toxicity / sentiment bias and the declination rate (the paper's vigilance), the 
 appendix, :mod:`.plots`, imported on its own) and GF-Think (Section 8). The notebook calls what is
 re-exported here; ``CHAPTER`` is its contract and ``PRESETS`` its ``quick`` and ``paper`` settings.
 """
-from fairnb.contract import Chapter, Citation, Headline, PaperSetting
+from fairnb.contract import Chapter, Citation, Dataset, Headline, Instances, PaperSetting
 from fairnb.group_fairness.data import (
                                         DIMENSIONS,
                                         DataPoints,
@@ -87,6 +87,10 @@ CHAPTER = Chapter(
                  "the share of stereotype prompts the model declines to complete (higher: more cautious)"),
     ),
     needs=("generate",),
+    datasets=(Dataset("schema_path", "GFair (Bi et al., 2023): targets from RedditBias and HolisticBias, attributes "
+                      "from SBIC; never published", "https://github.com/surika/group-fairness",
+                      "a small GFair-style schema written for fairnb (fairnb/group_fairness/data/schema.yaml)"),),
+    instances=Instances("toxicity", ("prompt",), ("output",)),
     presets=PRESETS,
     paper_settings={
         "model": PaperSetting("Flan-T5-3B, Llama-2-7B/13B, Vicuna-v1.5-7B/13B, ChatGLM2-6B, WizardLM-13B, "

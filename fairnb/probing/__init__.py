@@ -11,7 +11,7 @@ figures (:mod:`.plots`, imported on its own). ``CHAPTER`` is the chapter contrac
 """
 from typing import Any
 
-from fairnb.contract import Chapter, Citation, Headline, PaperSetting
+from fairnb.contract import Chapter, Citation, Dataset, Headline, Instances, PaperSetting
 from fairnb.probing.data import (
                                  PROBE_COLUMNS,
                                  STRATEGIES,
@@ -66,6 +66,8 @@ PRESETS: dict[str, dict[str, Any]] = {
               "temperature": 0.6, "top_p": 0.9, "seed": 0, "n_resamples": 1000},
 }
 UNSTATED = "not stated"
+PAPER_URL = "https://arxiv.org/abs/2311.00306"
+BOOTSTRAP = "95 % percentile bootstrap over probes (fairnb's; the paper gives none)"
 
 CHAPTER = Chapter(
     number=2,
@@ -75,15 +77,23 @@ CHAPTER = Chapter(
     headlines=(
         Headline("R_f", "female co-occurrence share R^f", "nearer 0.5 is fairer", (0.0, 1.0),
                  "of the gendered words in the continuations of gender-neutral probes, the share that is female "
-                 "(0.5 = parity)", items="r_f"),
+                 "(0.5 = parity)", items="r_f", interval=BOOTSTRAP),
         Headline("jsd", "mean JSD of paired attribute words", "lower is fairer", (0.0, 1.0),
                  "how far the model's next-word probabilities of paired female/male words are from parity after a "
-                 "probe (Jensen–Shannon divergence in bits; 0 = parity)", items="jsd"),
+                 "probe (Jensen–Shannon divergence in bits; 0 = parity)", items="jsd", interval=BOOTSTRAP),
         Headline("gendered_share", "share of gendered continuations", "lower is fairer", (0.0, 1.0),
-                 "the share of continuations of gender-neutral probes that bring in a gender at all"),
+                 "the share of continuations of gender-neutral probes that bring in a gender at all",
+                 interval=BOOTSTRAP),
     ),
     needs=("scores", "generate"),
     occupation_score="jsd",
+    datasets=(
+        Dataset("", "the template-based probes of the paper's four features (Section 2.2)",
+                PAPER_URL, "the feature words and templates of Section 2.2", sample=False),
+        Dataset("sts_b_path", "STS-B test set (naturally-sourced probes, Section 2.2)",
+                "https://ixa2.si.ehu.eus/stswiki/index.php/STSbenchmark", "fairnb's own sentences about a person"),
+    ),
+    instances=Instances("jsd", ("probe",), ("continuation",)),
     presets=PRESETS,
     paper_settings={
         "model": PaperSetting("llama-7b, -13b, -70b and their chat versions", "Section 3",
@@ -115,7 +125,7 @@ CHAPTER = Chapter(
     },
     citation=Citation("dong2023probing", "X. Dong, Y. Wang, P. S. Yu and J. Caverlee",
                       "Probing Explicit and Implicit Gender Bias through LLM Conditional Text Generation",
-                      "arXiv preprint", 2023, "https://arxiv.org/abs/2311.00306"),
+                      "arXiv preprint", 2023, PAPER_URL),
 )
 
 
