@@ -5,6 +5,7 @@
     python -m fairnb book --runs book/runs
     python -m fairnb reproduce --paper 1          # the paper's open models under preset=paper, or the plan
     python -m fairnb export --runs book/runs --format eee OUT/   # Every Eval Ever records of every run
+    python -m fairnb plan --chapters 1 --effect 0.02 --runs book/runs   # the run that detects 0.02, from a pilot
 
 A config file holds any of ``models``, ``chapters``, ``limit``, ``params`` (a mapping),
 ``out``, ``results``, ``executor``, ``scheduler``, ``workers``, ``force``, ``timeout``,
@@ -89,6 +90,14 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce.add_argument("--results", help="where the notebooks write result files (default: $FAIRNB_RESULTS, "
                                              "else OUT/results)")
     reproduce.add_argument("--plan", action="store_true", help="print the plan, run nothing")
+
+    plan = commands.add_parser("plan", help="the run that detects a difference you set, planned from a finished "
+                                            "pilot run: its --limit / --param values and its time")
+    plan.add_argument("--effect", type=float, required=True, help="the difference to detect (80 %% power, 5 %% level)")
+    plan.add_argument("--chapters", default="all", help="'all' or comma-separated numbers (default: all)")
+    plan.add_argument("--runs", default="book/runs", help="folder of the pilot's executed notebooks (default: book/runs)")
+    plan.add_argument("--results", help="folder of the pilot's result files (default: $FAIRNB_RESULTS, else RUNS/results)")
+    plan.add_argument("--models", help="comma-separated: plan for these models only (default: every model run)")
     return parser
 
 
@@ -228,11 +237,25 @@ def reproduce_command(args: argparse.Namespace) -> int:
     return 1 if (summary["status"] == "failed").any() else 0
 
 
+def plan_command(args: argparse.Namespace) -> int:
+    from fairnb.report.plan import find_pilots, plan_table, plan_text
+
+    if not args.effect > 0:
+        raise ValueError(f"--effect must be a positive difference, not {args.effect}.")
+    pages = runner.available_pages()
+    numbers = [n for n in runner.select_chapters(args.chapters, pages) if n != runner.GETTING_STARTED[0]]
+    chapters = [ch for ch in fairnb.chapters() if ch.number in numbers]
+    models = runner.parse_models(args.models) if args.models else None
+    pilots, problems = find_pilots(chapters, check_folder(args.runs, "--runs"), args.results, models)
+    print(plan_text(plan_table(pilots, args.effect), args.effect, args.runs, problems))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     command = {"run": run_command, "book": book_command, "reproduce": reproduce_command,
-               "export": export_command}[args.command]
+               "export": export_command, "plan": plan_command}[args.command]
     try:
         return command(args)
     except ValueError as error:  # a usage error: one sentence, exit status 2 (as argparse's own)

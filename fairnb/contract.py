@@ -7,6 +7,7 @@ files and the comparison page read that registry and nothing else names a chapte
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib.resources import files
@@ -164,6 +165,10 @@ class Chapter:
     # Optional: raises ValueError (one sentence) for run settings that the presets' kinds cannot
     # catch; the runner calls it with ``settings(preset, parameters)`` before any kernel starts.
     validate: Callable[[Mapping[str, Any]], None] | None = None
+    # Optional, for `fairnb plan`: the settings (name -> value) under which a run scores about ``factor``
+    # times the units behind its headline intervals that a run with ``settings`` scored; one sentence
+    # (ValueError) when they cannot grow. None: the ``limit`` setting is scaled (:func:`scale_limit`).
+    scale: Callable[[Mapping[str, Any], float], dict[str, Any]] | None = None
     headline_names: tuple[str, ...] = field(init=False)
 
     def __post_init__(self):
@@ -211,6 +216,25 @@ class Chapter:
             if item.name == name:
                 return item
         raise KeyError(f"Chapter {self.key!r} declares no headline {name!r}; it has {list(self.headline_names)}.")
+
+
+def scale_limit(settings: Mapping[str, Any], factor: float, most: int | None = None, units: str = "items") -> dict[str, Any]:
+    """``{"limit": ...}`` about ``factor`` times the run's ``limit`` (at most ``most``, the units there are).
+
+    Examples:
+        >>> scale_limit({"limit": 60}, 2.5), scale_limit({"limit": 60}, 2.5, most=120, units="occupations")
+        ({'limit': 150}, {'limit': 120})
+        >>> scale_limit({"limit": None}, 2.0)
+        Traceback (most recent call last):
+        ...
+        ValueError: The run already scored every one of its items (limit=None): more need more data (a larger data file).
+    """
+    limit = settings.get("limit")
+    if limit is None or (most is not None and limit >= most):
+        raise ValueError(f"The run already scored every one of its {units} (limit={limit}): more need more data "
+                         "(a larger data file).")
+    wanted = max(1, math.ceil(limit * factor - 1e-9))
+    return {"limit": wanted if most is None else min(wanted, most)}
 
 
 def shipped_file(package: str, name: str) -> Path:

@@ -11,17 +11,22 @@ from fairnb.comparison.tables import (
     agreement_for_people,
     chapter_rank_agreement,
     comparison_table,
+    detectable_table,
     headline_table,
     model_ranks,
     occupation_scores,
     presets_note,
+    rank_agreement_table,
     rank_correlations,
+    rank_table,
+    ranks_for_people,
     scatter_subjects,
     unreadable_note,
     within_model_agreement,
 )
 
 __all__ = ["OCCUPATION_SCORES", "across_models_sentence", "agreement_for_people", "chapter_rank_agreement",
-           "comparison_table", "headline_findings", "headline_table", "metric_cards", "model_ranks", "occupation_scores",
-           "paired_differences", "paired_table", "presets_note", "rank_correlations", "scatter_subjects",
-           "unreadable_note", "within_model_agreement"]
+           "comparison_table", "detectable_table", "headline_findings", "headline_table", "metric_cards", "model_ranks",
+           "occupation_scores", "paired_differences", "paired_table", "presets_note", "rank_agreement_table",
+           "rank_correlations", "rank_table", "ranks_for_people", "scatter_subjects", "unreadable_note",
+           "within_model_agreement"]

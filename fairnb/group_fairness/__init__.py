@@ -8,6 +8,10 @@ toxicity / sentiment bias and the declination rate (the paper's vigilance), the 
 appendix, :mod:`.plots`, imported on its own) and GF-Think (Section 8). The notebook calls what is
 re-exported here; ``CHAPTER`` is its contract and ``PRESETS`` its ``quick`` and ``paper`` settings.
 """
+import math
+from collections.abc import Mapping
+from typing import Any
+
 from fairnb.contract import Chapter, Citation, Dataset, Headline, Instances, PaperSetting
 from fairnb.group_fairness.data import (
                                         DIMENSIONS,
@@ -73,6 +77,18 @@ PRESETS = {
 }
 UNSTATED = "not stated"
 
+def scale_data_points(settings: Mapping[str, Any], factor: float) -> dict[str, Any]:
+    """`fairnb plan`'s settings for about ``factor`` times the statements: targets and attributes per dimension
+    each grown by √factor (a run short of data says how many it reached).
+
+    Examples:
+        >>> scale_data_points({"targets_per_dimension": 3, "attributes_per_dimension": 3}, 4.0)
+        {'targets_per_dimension': 6, 'attributes_per_dimension': 6}
+    """
+    grow = math.sqrt(factor)
+    return {key: max(1, math.ceil(settings[key] * grow - 1e-9)) for key in ("targets_per_dimension", "attributes_per_dimension")}
+
+
 CHAPTER = Chapter(
     number=4,
     key="group_fairness",
@@ -92,6 +108,7 @@ CHAPTER = Chapter(
                       "a small GFair-style schema written for fairnb (fairnb/group_fairness/data/schema.yaml)"),),
     instances=Instances("toxicity", ("prompt",), ("output",)),
     presets=PRESETS,
+    scale=scale_data_points,
     paper_settings={
         "model": PaperSetting("Flan-T5-3B, Llama-2-7B/13B, Vicuna-v1.5-7B/13B, ChatGLM2-6B, WizardLM-13B, "
                               "GPT-3.5-turbo, GPT-4", "Section 6.1.1", "a model this machine runs"),
