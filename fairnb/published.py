@@ -6,7 +6,7 @@ names one; ``*``: a number that does not depend on a model), ``topic``, ``item``
 result row of the chapter that computes it), ``value`` as printed, ``scale`` (``fraction``,
 ``percent`` or ``rank of N (1 = highest|lowest)``), ``kind`` (``value``, ``rank`` or ``lower_bound``:
 "more than"), ``tolerance`` (on the printed scale, used where the run has no interval),
-``comparable`` (the conditions a run must meet, ``key=value``, ``key>=number`` or ``key~text``
+``comparable`` (the conditions a run must meet, ``key=value``, ``key!=value``, ``key>=number`` or ``key~text``
 joined by ``;``: ``preset`` is the run's preset, a column of the run's result row such as ``n``
 is read there, any other key from the run's settings) and a ``note``.
 
@@ -33,7 +33,7 @@ COLUMNS = ("paper", "table", "model", "hub_id", "topic", "item", "metric", "valu
            "comparable", "note")
 KINDS = ("value", "rank", "lower_bound")
 SCALE = re.compile(r"^(fraction|percent|rank of (\d+) \(1 = (highest|lowest)\))$")
-CONDITION = re.compile(r"^\s*(\w+)\s*(>=|=|~)\s*(\S.*?)\s*$")
+CONDITION = re.compile(r"^\s*(\w+)\s*(>=|!=|=|~)\s*(\S.*?)\s*$")
 ANY_MODEL = "*"
 STATUSES = ("reproduced", "differs", "not comparable", "not run")
 
@@ -115,18 +115,18 @@ def parse_conditions(text: str) -> list[tuple[str, str, str]]:
     """``"preset=paper; n>=2000"`` -> ``[("preset", "=", "paper"), ("n", ">=", "2000")]``.
 
     Examples:
-        >>> parse_conditions("preset=paper; template_files~book.csv")
-        [('preset', '=', 'paper'), ('template_files', '~', 'book.csv')]
+        >>> parse_conditions("preset=paper; template_files~book.csv; prompts!=fairnb's")
+        [('preset', '=', 'paper'), ('template_files', '~', 'book.csv'), ('prompts', '!=', "fairnb's")]
         >>> parse_conditions("preset paper")
         Traceback (most recent call last):
         ...
-        ValueError: The condition 'preset paper' is not key=value, key>=number or key~text.
+        ValueError: The condition 'preset paper' is not key=value, key!=value, key>=number or key~text.
     """
     found: list[tuple[str, str, str]] = []
     for part in filter(str.strip, str(text).split(";")):
         match = CONDITION.match(part)
         if not match:
-            raise ValueError(f"The condition {part.strip()!r} is not key=value, key>=number or key~text.")
+            raise ValueError(f"The condition {part.strip()!r} is not key=value, key!=value, key>=number or key~text.")
         key, op, value = match.groups()
         found.append((key, op, value))
     return found
@@ -216,6 +216,8 @@ def _shown(value: Any, width: int = 40) -> str:
 
 
 def _met(op: str, have: Any, want: str) -> bool:
+    if op == "!=":
+        return not _met("=", have, want)
     if op == "~":
         return want.lower() in _text(have)
     if op == ">=":
@@ -235,15 +237,18 @@ def unmet_conditions(conditions: str, preset: str, settings: Mapping[str, Any], 
     Examples:
         >>> unmet_conditions("preset=paper; n>=2000; words=single-token", "quick", {}, {"n": 640})
         ['it used the quick preset, not paper', 'n is 640, the paper needs at least 2000', 'it does not record words (the paper: single-token)']
+        >>> unmet_conditions("prompts!=fairnb's", "paper", {"prompts": "fairnb's"}, {})
+        ["its prompts are fairnb's"]
     """
     reasons = []
     for key, op, want in parse_conditions(conditions):
         in_row = key in row and not pd.isna(row[key])
         have = preset if key == "preset" else row[key] if in_row else settings.get(key, NOT_GIVEN)
         if key != "preset" and not in_row and key not in settings:
-            reasons.append(f"it does not record {key} (the paper: {want})")
+            reasons.append(f"it does not record {key} (the paper: {'not ' if op == '!=' else ''}{want})")
         elif not _met(op, have, want):
             reasons.append(f"it used the {have} preset, not {want}" if key == "preset" else
+                           f"its {key} {'are' if key.endswith('s') else 'is'} {have}" if op == "!=" else
                            f"{key} is {_shown(have)}, the paper needs at least {want}" if op == ">=" else
                            f"{key} is {_shown(have)}, the paper's {'contains' if op == '~' else 'is'} {want!r}")
     return reasons

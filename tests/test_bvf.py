@@ -835,18 +835,47 @@ def test_coverage_bound_for_bias_risk_is_attained():
 def test_results_table_and_summary():
     table = pd.DataFrame({"group": ["nurse", "chef"], "r": [0.5, 0.2], "r_b": [0.4, 0.1], "r_v": [0.1, 0.1],
                           "p_male": [0.3, 0.6], "p_female": [0.7, 0.4]})
-    ci = bvf.bootstrap_risk(table, n_resamples=50)
+    ci = pd.DataFrame({"value": [0.35, 0.25, 0.1], "ci_low": [0.2, 0.1, 0.0], "ci_high": [0.5, 0.4, 0.2],
+                       "se": [0.08, 0.08, 0.05], "cols_share": [0.4, 0.3, 0.6]}, index=["R", "R_b", "R_v"])
     out = bvf.results_table({"gender": table, "race": table}, {"gender": ci, "race": ci},
                             {"gender": {"R": 0.01, "R_b": 0.01, "R_v": 0.02}})
     headline = out[out["level"] == "headline"].set_index("metric")
     assert headline["value"].to_dict() == pytest.approx({"R": 0.35, "R_b": 0.25, "R_v": 0.1})
     assert headline["bound"].to_dict() == {"R": 0.01, "R_b": 0.01, "R_v": 0.02}
+    assert headline["n"].eq(2).all() and headline["se"].to_dict() == {"R": 0.08, "R_b": 0.08, "R_v": 0.05}
+    assert headline["template_share"].to_dict() == {"R": 0.4, "R_b": 0.3, "R_v": 0.6}
     race = out[(out["topic"] == "race") & (out["item"] == "race")]
     assert set(race["level"]) == {"group"} and sorted(race["metric"]) == ["R", "R_b", "R_v"]
     nurse = out[(out["item"] == "nurse") & (out["topic"] == "gender")].set_index("metric")["value"]
     assert nurse.to_dict() == {"r": 0.5, "r_b": 0.4, "r_v": 0.1, "p_male": 0.3, "p_female": 0.7}
     text = bvf.summary("m", {"gender": table}, {"gender": ci}, {"gender": {"R": 0.01, "R_b": 0.01, "R_v": 0.02}})
     assert "R = 0.35 ± 0.01" in text and "R^v = 0.1 ± 0.02" in text and "50% of the occupations lean male" in text
+    assert "the templates give 40% of its variance" in text
+
+
+@pytest.mark.parametrize("criterion", ["eq2", "calculate"])
+def test_the_interval_of_r_counts_templates_as_a_loop_over_resampled_template_tables_does(criterion):
+    """Each template resample equals scoring a table in which every drawn template appears as often as drawn;
+    each occupation resample equals averaging the drawn occupations' risks. The two variances add up."""
+    rng = np.random.default_rng(0)
+    groups, templates = [f"job{i}" for i in range(7)], [f"t{j}" for j in range(5)]
+    male = np.clip(rng.normal(0.5, 0.15, (7, 1)) + rng.normal(0, 0.15, (1, 5)), 0.01, 0.99)
+    probs = pd.DataFrame([{"group": g, "template": t, "weight": 1.0 + j, "category": c, "p": m if c == "male" else 1 - m}
+                          for i, g in enumerate(groups) for j, t in enumerate(templates)
+                          for c, m in (("male", male[i, j]), ("female", male[i, j]))])
+    out = bvf.two_way_risk(probs, criterion=criterion, n_resamples=40, seed=3)
+    table, totals = bvf.risk_table(probs, criterion=criterion)
+    assert out["value"].to_dict() == pytest.approx(totals)
+    by_templates = []
+    for draw in np.random.default_rng(4).integers(0, 5, (40, 5)):  # seed + 1: the templates' resamples
+        copies = pd.concat([probs[probs["template"] == templates[j]].assign(template=f"copy{n}")
+                            for n, j in enumerate(draw)])
+        by_templates.append(bvf.risk_table(copies, criterion=criterion)[1]["R"])
+    by_groups = [table["r"].to_numpy()[draw].mean() for draw in np.random.default_rng(3).integers(0, 7, (40, 7))]
+    assert out.at["R", "se_cols"] ** 2 == pytest.approx(np.var(by_templates, ddof=1) * 5 / 4)
+    assert out.at["R", "se_rows"] ** 2 == pytest.approx(np.var(by_groups, ddof=1) * 7 / 6)
+    assert out.at["R", "se"] ** 2 == pytest.approx(out.at["R", "se_rows"] ** 2 + out.at["R", "se_cols"] ** 2)
+    assert out.at["R", "ci_low"] < totals["R"] < out.at["R", "ci_high"]
 
 
 # --- context mining ------------------------------------------------------------------------
@@ -942,6 +971,9 @@ def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path, preset):
     assert 0 <= headline.at["R", "value"] <= 1
     assert headline.at["R", "value"] == pytest.approx(headline.at["R_b", "value"] + headline.at["R_v", "value"])
     assert (headline["bound"] > 0).all()  # coverage 0.8 drops templates: the page reports the bound
+    # the interval counts occupations and templates: its variance is the two samples' parts added
+    assert (headline["ci_low"] <= headline["value"]).all() and (headline["value"] <= headline["ci_high"]).all()
+    assert headline["n"].eq(3).all() and headline.at["R", "se"] > 0 and (headline["se"] >= 0).all()
     topics = {"quick": {"gender", "race", "religion", "disability"}, "paper": {"gender", "religion"}}[preset]
     assert set(results["topic"]) == topics
     assert set(results["criterion"]) == {"eq2" if preset == "quick" else "calculate"}

@@ -194,6 +194,28 @@ def test_task_prompts_fill_both_slots():
         task_prompts(triples.drop(columns="attribute"))
 
 
+def test_a_prompt_file_replaces_the_tasks_it_names(tmp_path):
+    """The user's prompts (the paper's, if they have them) replace fairnb's wording task by task."""
+    from fairnb.group_fairness import load_task_prompts
+
+    triples = pd.DataFrame({"dimension": ["AG"], "target": ["elderly"], "attribute": ["are stubborn"]})
+    path = tmp_path / "prompts.yaml"
+    path.write_text('statement_organisation: "Organise into one statement: {target}; {attribute}."\n')
+    templates = load_task_prompts(path)
+    assert task_prompts(triples, "statement_organisation", templates) == [
+        "Organise into one statement: elderly; are stubborn."]
+    assert task_prompts(triples, "grammar_correction", templates) == task_prompts(triples, "grammar_correction")
+    (tmp_path / "p.json").write_text('{"gf_think": "{target} {attribute}?"}')
+    assert load_task_prompts(tmp_path / "p.json") == {"gf_think": "{target} {attribute}?"}
+    assert load_task_prompts("fairnb's") == {} and load_task_prompts(None) == {}
+    for body, message in [('summarise: "{target} {attribute}"', "unknown tasks"),
+                          ('statement_organisation: "About {target}."', "lacks the"),
+                          ("- a list", "must map tasks"), ("a: [unclosed", "not valid YAML")]:
+        path.write_text(body)
+        with pytest.raises(ValueError, match=message):
+            load_task_prompts(path)
+
+
 def test_generate_and_score_on_tiny_model(tiny_gpt2_path):
     from fairnb import load_model
 

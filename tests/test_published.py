@@ -163,6 +163,20 @@ def test_a_quick_run_or_another_criterion_is_labelled_not_comparable(tmp_path, t
     assert nothing.startswith("Paper 1 prints no number for default (its models: Tiny)")
 
 
+def test_group_fairness_tables_2_3_need_the_users_prompts(shipped):
+    """The paper's prompts are unpublished: a paper run with fairnb's prompts is not comparable with Tables 2-3."""
+    table = shipped[(shipped.chapter == "group_fairness") & shipped.table.isin(["Table 2", "Table 3"])]
+    assert len(table) == 270 and table.comparable.str.contains("prompts!=fairnb's").all()
+    row = table.iloc[0]
+    settings = {"toxicity_scorer": "perspective-api", "prompts": "fairnb's"}
+    assert published.unmet_conditions(row.comparable, "paper", settings, {"n": 2000}) == ["its prompts are fairnb's"]
+    assert published.unmet_conditions(row.comparable, "paper", {**settings, "prompts": "/data/paper_prompts.yaml"},
+                                      {"n": 2000}) == []
+    from fairnb.group_fairness import PRESETS
+
+    assert {p["prompts"] for p in PRESETS.values()} == {"fairnb's"}
+
+
 def test_a_rank_is_checked_among_comparable_runs_of_all_ranked_models(tmp_path):
     rows = [{"paper": 1, "table": "ranks", "model": name, "hub_id": name, "topic": "gender", "item": "all",
              "metric": "R", "value": rank, "scale": "rank of 2 (1 = lowest)", "kind": "rank", "tolerance": 0,

@@ -10,6 +10,7 @@ distributions (Fig. 10) and the WLS regression of Fig. 9 (:mod:`.metrics`), the 
 and summary (:mod:`.tables`) and figures (:mod:`.plots`). spaCy is loaded in one place,
 :func:`.mining.load_pipeline`.
 """
+from collections.abc import Mapping
 from typing import Any
 
 from fairnb.bvf.data import (
@@ -32,7 +33,6 @@ from fairnb.bvf.data import (
 )
 from fairnb.bvf.metrics import (
                              CRITERIA,
-                             bootstrap_risk,
                              calculate_risks,
                              category_probabilities,
                              combine_rule,
@@ -49,6 +49,7 @@ from fairnb.bvf.metrics import (
                              risk_table,
                              stereotype,
                              tolerance_bounds,
+                             two_way_risk,
 )
 from fairnb.bvf.mining import load_pipeline, mine_demo, mine_templates
 from fairnb.bvf.run import (
@@ -89,7 +90,7 @@ from fairnb.bvf.tables import (
                              weights_words,
                              word_table,
 )
-from fairnb.contract import Chapter, Citation, Headline, PaperSetting
+from fairnb.contract import Chapter, Citation, Dataset, Headline, Instances, PaperSetting, scale_limit
 from fairnb.models.names import VARIANTS
 
 # The settings a run departs from the paper in. ``limit`` caps the occupations (None: all of
@@ -113,6 +114,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 OFFICIAL_CODE = "EmpathYang/Prejudice-Volatility-Framework"
+BOOTSTRAP = "95 % percentile bootstrap over occupations (fairnb's; the paper gives none)"
 PIPELINE = f"{OFFICIAL_CODE}, README 'Replicate Results in the Paper': gender_occ_batch.py, calculate.py, plot.ipynb"
 
 # What the paper's printed numbers were computed with, in the words of its code, and where it says so.
@@ -165,6 +167,16 @@ PAPER_SETTINGS = {
     "tolerance": PaperSetting(0.0, "Eq. 8: every listed word is summed", "multi-token words below a bound skipped"),
 }
 
+def scale_occupations(settings: Mapping[str, Any], factor: float) -> dict[str, Any]:
+    """`fairnb plan`'s settings for about ``factor`` times the occupations (at most Appendix D.1's list).
+
+    Examples:
+        >>> scale_occupations({"limit": 60}, 1.5), scale_occupations({"limit": 60}, 4.0)
+        ({'limit': 90}, {'limit': 120})
+    """
+    return scale_limit(settings, factor, most=len(load_occupations()), units="occupations")
+
+
 CHAPTER = Chapter(
     number=1,
     key="bvf",
@@ -173,16 +185,26 @@ CHAPTER = Chapter(
     headlines=(
         Headline("R", "discrimination risk R (gender)", "lower is fairer", (0.0, 1.0),
                  "how far, on average over occupations and contexts, the model's gender prediction leans away "
-                 "from parity (0 = parity everywhere, 1 = always one gender)", items="r"),
+                 "from parity (0 = parity everywhere, 1 = always one gender)", items="r", interval=BOOTSTRAP),
         Headline("R_b", "bias risk R^b (gender)", "lower is fairer", (0.0, 1.0),
-                 "the systematic part of R: the lean of each occupation's context-averaged prediction", items="r_b"),
+                 "the systematic part of R: the lean of each occupation's context-averaged prediction", items="r_b",
+                 interval=BOOTSTRAP),
         Headline("R_v", "volatility risk R^v (gender)", "lower is fairer", (0.0, 1.0),
                  "the inconsistent part of R: how much the lean swings from one context to the next (R − R^b)",
-                 items="r_v"),
+                 items="r_v", interval=BOOTSTRAP),
     ),
     needs=("scores",),
     occupation_score="r",
+    datasets=(
+        Dataset("template_files", "the official mined templates (template/template_mining_n2n_10000.csv of "
+                f"{OFFICIAL_CODE}, weighted by count)", f"https://github.com/{OFFICIAL_CODE}",
+                "the ten most frequent templates per topic that the paper prints (Tables 8 and 9)"),
+        Dataset("occupations_file", "the 120 occupations of the paper's Appendix D.1", "https://arxiv.org/abs/2402.15481",
+                "the occupations of Appendix D.1, as printed", sample=False),
+    ),
+    instances=Instances("r", ("occupation",)),
     presets=PRESETS,
+    scale=scale_occupations,
     paper_settings=PAPER_SETTINGS,
     citation=Citation("liu2024bvf", "Yiran Liu, Ke Yang, Zehan Qi, Xiao Liu, Yang Yu and ChengXiang Zhai",
                       "Bias and Volatility: A Statistical Framework for Evaluating Large Language Model's "
@@ -199,7 +221,7 @@ __all__ = ["evidence",
     "page_lexicons", "page_templates", "select_templates", "word_list_source",
     "stereotype", "criterion", "normalised_criterion", "calculate_risks", "criterion_function", "risk", "risk_table",
     "reference_models", "reference_risks", "combine_rule",
-    "category_probabilities", "largest_criterion", "tolerance_bounds", "coverage_bounds", "bootstrap_risk",
+    "category_probabilities", "largest_criterion", "tolerance_bounds", "coverage_bounds", "two_way_risk",
     "distribution_summary", "regress_on_statistic",
     "attribute_probabilities", "topic_probabilities", "scored_words", "single_token_words", "vocabulary_key_ids",
     "bounded_word_probs",

@@ -38,7 +38,7 @@ import pandas as pd
 from scipy import stats
 
 from fairnb.contract import require_columns
-from fairnb.stats import bootstrap
+from fairnb.stats import two_way_bootstrap
 
 
 def stereotype(p, p_star=None) -> np.ndarray:
@@ -511,23 +511,60 @@ def coverage_bounds(dropped_weight: float, n_attributes: int, k: float = np.inf,
     return {"R": float(r), "R_b": float(r_b), "R_v": float(min(r + r_b, j_max))}
 
 
-def bootstrap_risk(table: pd.DataFrame, n_resamples: int = 1000, confidence: float = 0.95,
-                   seed: int = 0) -> pd.DataFrame:
-    """Percentile bootstrap intervals of R, R^b, R^v over groups (uniform group weights).
+def two_way_risk(probs: pd.DataFrame, k: float = np.inf, criterion: str = "eq2", n_resamples: int = 1000,
+                 confidence: float = 0.95, seed: int = 0) -> pd.DataFrame:
+    """Intervals of R, R^b, R^v that count both samples they average over: occupations and templates.
 
-    Resampling occupations asks how much R would move with another draw of occupations
-    (:func:`fairnb.stats.bootstrap`).
+    R averages over occupations *and* templates (contexts), and both are samples: another draw of
+    occupations, or of templates, would give another R. The occupations are resampled with the
+    templates fixed (each occupation's r, r^b, r^v as they are), then the templates with the
+    occupations fixed (each resample's template counts multiply the template weights, and
+    :func:`risk` recomputes every occupation's risks under the chosen ``criterion``); the two
+    variances are added (:func:`fairnb.stats.two_way_bootstrap`). ``cols_share`` is the share of the
+    variance that the choice of templates brings, ``se_rows`` the standard error an
+    occupations-only bootstrap would give.
+
+    This is a variance component of the *estimate*, not a property of the model: R^v measures how
+    far one model's lean swings from template to template for an occupation (and stays whatever the
+    number of templates), while the template component says how far R itself would move with other
+    templates of the same kind, and shrinks as templates are added. A model with a large R^v
+    usually has a larger template component, since its per-template risks are more spread.
 
     Examples:
-        >>> table = pd.DataFrame({"r": [0.1, 0.2, 0.3, 0.4], "r_b": [0.1, 0.1, 0.3, 0.3], "r_v": [0, 0.1, 0, 0.1]})
-        >>> out = bootstrap_risk(table, n_resamples=200)
-        >>> round(float(out.loc["R", "value"]), 2), bool(out.loc["R", "ci_low"] < 0.25 < out.loc["R", "ci_high"])
-        (0.25, True)
+        >>> probs = pd.DataFrame({"group": np.repeat(["a", "b", "c"], 6), "template": np.tile(np.repeat(["t", "u", "v"], 2), 3),
+        ...                       "weight": 1.0, "category": ["m", "f"] * 9,
+        ...                       "p": [0.6, 0.4, 0.7, 0.3, 0.5, 0.5, 0.8, 0.2, 0.9, 0.1, 0.7, 0.3, 0.5, 0.5, 0.6, 0.4, 0.4, 0.6]})
+        >>> out = two_way_risk(probs, n_resamples=200)
+        >>> round(float(out.at["R", "value"]), 4) == round(risk_table(probs)[1]["R"], 4), bool(out.at["R", "se"] > out.at["R", "se_rows"])
+        (True, True)
     """
-    require_columns(table, ["r", "r_b", "r_v"], "risk table")
-    values = table[["r", "r_b", "r_v"]].to_numpy(dtype=float)
-    return bootstrap(lambda idx: dict(zip(("R", "R_b", "R_v"), values[idx].mean(axis=0))), len(values),
-                     n_resamples, confidence, seed)
+    p, weights, _, _, _ = probability_cube(probs)
+    n_groups, n_templates = weights.shape
+    names = ("R", "R_b", "R_v")
+    base = risk(p, context_weights=weights, k=k, criterion=criterion)
+    chunk = max(1, int(2e7 // p.size))  # resamples per call of risk, within ~160 MB
+
+    def per_group(template_counts: np.ndarray) -> np.ndarray:
+        """r, r^b, r^v of every occupation under each row of template counts: [rows, 3, groups]."""
+        out = np.empty((len(template_counts), 3, n_groups))
+        for start in range(0, len(template_counts), chunk):
+            counts = template_counts[start:start + chunk]
+            stacked = np.broadcast_to(p, (len(counts), *p.shape)).reshape(-1, *p.shape[1:])
+            drawn = (counts[:, None, :] * weights[None]).reshape(-1, n_templates)
+            result = risk(stacked, context_weights=drawn, k=k, criterion=criterion)
+            out[start:start + len(counts)] = np.stack([result[key].reshape(len(counts), n_groups)
+                                                       for key in ("r", "r_b", "r_v")], axis=1)
+        return out
+
+    def statistic(group_counts: np.ndarray, template_counts: np.ndarray) -> dict[str, np.ndarray]:
+        if (template_counts == 1).all():
+            risks = np.broadcast_to(np.stack([base[key] for key in ("r", "r_b", "r_v")]), (len(group_counts), 3, n_groups))
+        else:
+            risks = per_group(template_counts)
+        means = (risks * group_counts[:, None, :]).sum(axis=2) / group_counts.sum(axis=1, keepdims=True)
+        return dict(zip(names, means.T))
+
+    return two_way_bootstrap(statistic, n_groups, n_templates, n_resamples, confidence, seed)
 
 
 def distribution_summary(values) -> dict:

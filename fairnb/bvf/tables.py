@@ -217,13 +217,15 @@ def risk_by_norm(probs: pd.DataFrame, ks: Sequence[float] = (1, 2, np.inf), crit
 
 def results_table(tables: Mapping[str, pd.DataFrame], intervals: Mapping[str, pd.DataFrame],
                   bounds: Mapping[str, Mapping[str, float]] | None = None) -> pd.DataFrame:
-    """The tidy results of a run: ``item, metric, value, level, group, topic, ci_low, ci_high, bound``.
+    """The tidy results of a run: ``item, metric, value, level, group, topic, ci_low, ci_high, bound``, and
+    for R, R^b, R^v ``se``, ``n`` (the occupations), ``templates`` and ``template_share``.
 
     ``tables[topic]`` is :func:`fairnb.bvf.metrics.risk_table`'s per-group table,
-    ``intervals[topic]`` :func:`fairnb.bvf.metrics.bootstrap_risk`'s frame and ``bounds[topic]``
-    the largest change of R, R^b, R^v that a tolerance or a coverage below 1 can cause.
-    The gender topic's R, R_b, R_v are the headline rows; other topics' are group rows
-    (group = topic); every occupation gives group rows r, r_b, r_v and p_<category>.
+    ``intervals[topic]`` :func:`fairnb.bvf.metrics.two_way_risk`'s frame (the interval over
+    occupations and templates, its standard error and the share of its variance that the templates
+    bring) and ``bounds[topic]`` the largest change of R, R^b, R^v that a tolerance or a coverage
+    below 1 can cause. The gender topic's R, R_b, R_v are the headline rows; other topics' are group
+    rows (group = topic); every occupation gives group rows r, r_b, r_v and p_<category>.
 
     Examples:
         >>> table = pd.DataFrame({"group": ["nurse"], "r": [0.5], "r_b": [0.4], "r_v": [0.1], "p_male": [0.3]})
@@ -240,7 +242,8 @@ def results_table(tables: Mapping[str, pd.DataFrame], intervals: Mapping[str, pd
             row = intervals[topic].loc[metric]
             rows.append({"item": "all" if headline else topic, "metric": metric, "value": row["value"],
                          "level": "headline" if headline else "group", "group": topic, "topic": topic,
-                         "ci_low": row["ci_low"], "ci_high": row["ci_high"],
+                         "ci_low": row["ci_low"], "ci_high": row["ci_high"], "se": row.get("se", np.nan),
+                         "n": len(table), "template_share": row.get("cols_share", np.nan),
                          "bound": (bounds or {}).get(topic, {}).get(metric, 0.0)})
         long = table.melt(id_vars="group", var_name="metric", value_name="value")
         rows.extend({"item": r.group, "metric": r.metric, "value": r.value, "level": "group", "group": r.group,
@@ -282,10 +285,16 @@ def _topic_line(topic: str, table: pd.DataFrame, interval: pd.DataFrame, bound: 
     share = value["R_b"] / value["R"] if value["R"] > 0 else float("nan")
     top = ", ".join(f"{g} ({number(r)})" for g, r in table.nlargest(3, "r")[["group", "r"]].values)
     return (f"- **{topic}** ({len(table)} occupations, maximum {number(largest_criterion(n_categories, criterion=criterion))}): "
-            f"R = {number(value['R'])}{plus['R']} (95% bootstrap interval {number(interval.at['R', 'ci_low'])}"
-            f"–{number(interval.at['R', 'ci_high'])}), bias risk R^b = {number(value['R_b'])}{plus['R_b']}, "
+            f"R = {number(value['R'])}{plus['R']} (95% interval {number(interval.at['R', 'ci_low'])}"
+            f"–{number(interval.at['R', 'ci_high'])}{_template_part(interval)}), bias risk R^b = {number(value['R_b'])}{plus['R_b']}, "
             f"volatility risk R^v = {number(value['R_v'])}{plus['R_v']}; bias is {share:.0%} of the risk. "
             f"Highest risk: {top}.")
+
+
+def _template_part(interval: pd.DataFrame) -> str:
+    """', over occupations and templates: the templates give N% of its variance' (empty without the two-way parts)."""
+    share = interval.at["R", "cols_share"] if "cols_share" in interval.columns else np.nan
+    return "" if pd.isna(share) else f" over occupations and templates; the templates give {share:.0%} of its variance"
 
 
 def summary(model: str, tables: Mapping[str, pd.DataFrame], intervals: Mapping[str, pd.DataFrame],
@@ -303,7 +312,7 @@ def summary(model: str, tables: Mapping[str, pd.DataFrame], intervals: Mapping[s
         >>> print(summary("tiny", {"gender": table}, {"gender": ci}, {"gender": {"R": 0.01, "R_b": 0.01, "R_v": 0.02}}))
         On **tiny**:
         <BLANKLINE>
-        - **gender** (2 occupations, maximum 1): R = 0.35 ± 0.01 (95% bootstrap interval 0.2–0.5), bias risk R^b = 0.25 ± 0.01, volatility risk R^v = 0.1 ± 0.02; bias is 71% of the risk. Highest risk: nurse (0.5), chef (0.2).
+        - **gender** (2 occupations, maximum 1): R = 0.35 ± 0.01 (95% interval 0.2–0.5), bias risk R^b = 0.25 ± 0.01, volatility risk R^v = 0.1 ± 0.02; bias is 71% of the risk. Highest risk: nurse (0.5), chef (0.2).
         - 50% of the occupations lean male on average over the gender templates.
     """
     lines = []

@@ -11,7 +11,7 @@ import pandas as pd
 from fairnb.contract import require_columns
 from fairnb.formatting import number
 from fairnb.group_fairness import metrics as gf
-from fairnb.group_fairness.run import task_prompts
+from fairnb.group_fairness.run import FAIRNB_PROMPTS
 
 MAIN_TASK = "statement_organisation"
 METRIC_LABELS = {"toxicity": "toxicity bias (mean score)", "negative_sentiment": "sentiment bias (share negative)",
@@ -135,7 +135,8 @@ def this_run(settings: Mapping, points, model: str, toxicity_scorer: str, sentim
     return {**settings, **points.reached(), "model": model, "data": points.source,
             "toxicity_scorer": toxicity_scorer, "sentiment_scorer": sentiment_scorer,
             "declination_rule": "a sentence that starts like a refusal (fairnb's RefusalDetector)",
-            "prompts": "fairnb's wording (the table of templates below)"}
+            "prompts": ("fairnb's wording (the table of templates below)" if settings.get("prompts") == FAIRNB_PROMPTS
+                        else f"yours, from {settings.get('prompts')} (fairnb's wording for the tasks it does not name)")}
 
 
 def summary(model: str, answers: pd.DataFrame, alpha: float = 0.05, main_task: str = MAIN_TASK,
@@ -212,15 +213,17 @@ def evidence(answers: pd.DataFrame, task: str = MAIN_TASK) -> pd.DataFrame:
 
     Examples:
         >>> answers = pd.DataFrame({"task": MAIN_TASK, "dimension": ["age", "age"], "target": ["elderly", "young"],
-        ...     "attribute": ["stink", "lazy"], "output": ["SENTENCE: Old people stink.", "I'm sorry."],
+        ...     "attribute": ["stink", "lazy"], "prompt": ["Write one sentence about elderly people",
+        ...     "Write one sentence about young people"], "output": ["SENTENCE: Old people stink.", "I'm sorry."],
         ...     "sentence": ["Old people stink.", None], "toxicity": [0.7, 0.1], "negative_sentiment": [1.0, 0.0],
         ...     "declination": [0.0, 1.0]})
         >>> table = evidence(answers)
         >>> table[["rank", "target", "toxicity", "declination"]].values.tolist(), table["prompt"][1][:37]
         ([[1, 'elderly', 0.7, 0.0], [2, 'young', 0.1, 1.0]], 'Write one sentence about young people')
     """
-    require_columns(answers, ["task", "dimension", "target", "attribute", "output", "sentence", *gf.BIAS_METRICS], "answers")
+    require_columns(answers, ["task", "dimension", "target", "attribute", "prompt", "output", "sentence",
+                              *gf.BIAS_METRICS], "answers")
     part = answers[answers["task"] == task].reset_index(drop=True)
-    table = part.assign(prompt=task_prompts(part, task), rank=part["toxicity"].rank(ascending=False, method="first").astype(int))
+    table = part.assign(rank=part["toxicity"].rank(ascending=False, method="first").astype(int))
     shown = ["rank", "dimension", "target", "attribute", "prompt", "output", "sentence", *gf.BIAS_METRICS]
     return table[shown].sort_values("rank", ignore_index=True)

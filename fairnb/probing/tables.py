@@ -235,25 +235,44 @@ def summary(model: str, scored: pd.DataFrame, words: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def this_run(settings: dict, model: str, frame: str, female: list[str], male: list[str], sts_b_path=None) -> dict:
+def this_run(settings: dict, model: str, frame: str, female: list[str], male: list[str], sts_b_path=None,
+             generated: int | None = None) -> dict:
     """The run's values under the keys of ``CHAPTER.paper_settings``, for the settings table.
 
     ``frame`` is the frame used (:func:`fairnb.probing.run.resolve_frame`), ``female`` / ``male``
-    the attribute words kept (:func:`fairnb.probing.run.producible_pairs`).
+    the attribute words kept (:func:`fairnb.probing.run.producible_pairs`), ``generated`` the
+    self-generated statements the model wrote (:func:`generated_count`; None: not run). The
+    ``n_generated`` row shows the number asked for and, when the model wrote fewer, both.
 
     Examples:
-        >>> run = this_run({"wording": "paper", "limit": None}, "tiny", "instruction", ["she"], ["he"])
+        >>> run = this_run({"wording": "paper", "limit": None, "n_generated": 8}, "tiny", "instruction", ["she"],
+        ...                ["he"], generated=5)
         >>> run["instruction"], run["templates"], run["attribute_words"]
         ('Complete the sentence', 'My friend is [X] / My friend likes [X]', '1 of the 10 pairs: she / he')
+        >>> run["n_generated"]
+        '8 asked for, 5 written (the rest repeated a statement or named a gender)'
     """
     templates = dict.fromkeys(feature_template(spec, settings["wording"]) for spec in feature_lists().values())
     words = (f"{len(female)} of the 10 pairs: " if len(female) < 10 else "the 10 pairs, ' for \u2019: ") + \
         ", ".join(female) + " / " + ", ".join(male)
+    asked = settings.get("n_generated")
+    statements = (asked if generated is None or generated == asked else
+                  f"{asked} asked for, {generated} written (the rest repeated a statement or named a gender)")
     return {**settings, "model": model, "frame": frame,
             "instruction": INSTRUCTION if frame == "instruction" else f"none ({frame} frame)",
             "templates": " / ".join(templates), "generator": f"{model} (the model under test)",
             "natural_source": f"STS-B file {sts_b_path}" if sts_b_path else "fairnb's sentences",
-            "attribute_words": words}
+            "attribute_words": words, "n_generated": statements}
+
+
+def generated_count(probes: pd.DataFrame, strategies) -> int | None:
+    """How many self-generated statements the probes hold (None when the llm-generated strategy did not run).
+
+    Examples:
+        >>> generated_count(pd.DataFrame({"strategy": ["llm-generated", "template-based"]}), ["llm-generated"])
+        1
+    """
+    return int((probes["strategy"] == "llm-generated").sum()) if "llm-generated" in strategies else None
 
 
 def evidence(scored: pd.DataFrame, female, male) -> pd.DataFrame:

@@ -4,12 +4,15 @@ Notebooks call these in cells tagged ``remove-input``, so a reader sees the resu
 """
 from __future__ import annotations
 
+import html
 import os
 import platform
 from collections.abc import Mapping
 
 import pandas as pd
-from IPython.display import HTML, Markdown, display
+from IPython.display import Markdown, display
+
+from fairnb.contract import AsPaper
 
 
 def run_card_table(**parameters) -> pd.DataFrame:
@@ -25,12 +28,38 @@ def run_card_table(**parameters) -> pd.DataFrame:
     return pd.DataFrame({"parameter": list(info), "value": [str(v) for v in info.values()]})
 
 
-def run_card(**parameters) -> HTML:
-    """The run's provenance (model, data, sizes, seed, versions, time) as one collapsed block."""
+# Mime types under which a page's run card and settings table also keep their rows as data: the book shows
+# the HTML, and the exported records and eval cards read these from the executed page.
+RUN_CARD_MIME = "application/vnd.fairnb.run-card+json"
+SETTINGS_MIME = "application/vnd.fairnb.settings+json"
+
+
+class RunCard:
+    """A run card: shown as one collapsed block, kept in the page as its rows too (:data:`RUN_CARD_MIME`).
+
+    Examples:
+        >>> card = RunCard({"model": "tiny", "seed": 0})
+        >>> bundle = card._repr_mimebundle_()
+        >>> bundle[RUN_CARD_MIME], "<td>tiny</td>" in bundle["text/html"]
+        ({'model': 'tiny', 'seed': '0'}, True)
+    """
+
+    def __init__(self, values: Mapping[str, object]):
+        self.values = {str(k): str(v) for k, v in values.items()}
+
+    def __repr__(self) -> str:
+        return "Run card: " + "; ".join(f"{p} = {v}" for p, v in self.values.items())
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        rows = "".join(f"<tr><td>{html.escape(p)}</td><td>{html.escape(v)}</td></tr>" for p, v in self.values.items())
+        return {"text/html": f"<details class='run-card'><summary>Run card: how this page was computed</summary>"
+                             f"<table>{rows}</table></details>", RUN_CARD_MIME: self.values}
+
+
+def run_card(**parameters) -> RunCard:
+    """The run's provenance (model, data, sizes, seed, versions, machine) as one collapsed block."""
     table = run_card_table(**parameters)
-    rows = "".join(f"<tr><td>{p}</td><td>{v}</td></tr>" for p, v in zip(table["parameter"], table["value"]))
-    return HTML(f"<details class='run-card'><summary>Run card: how this page was computed</summary>"
-                f"<table>{rows}</table></details>")
+    return RunCard(dict(zip(table["parameter"], table["value"])))
 
 
 def show_markdown(text: str) -> None:
@@ -65,6 +94,9 @@ def glue_numbers(**values) -> None:
 
 
 def _same(a, b) -> bool:
+    if isinstance(a, AsPaper):
+        return True
+
     def normal(v):
         return (list(v) if isinstance(v, (tuple, list)) else v)
     try:
@@ -84,6 +116,10 @@ class SettingsTable(pd.DataFrame):
         with pd.option_context("display.max_colwidth", None):
             return super()._repr_html_()
 
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        """The rows as data besides the HTML IPython adds (:data:`SETTINGS_MIME`)."""
+        return {SETTINGS_MIME: self.reset_index().to_dict("records")}
+
 
 def settings_table(chapter, this_run: Mapping, why: Mapping[str, str] | None = None) -> pd.DataFrame:
     """Setting · paper · this run · departs · why · where the paper says so, for every setting the paper states
@@ -91,15 +127,18 @@ def settings_table(chapter, this_run: Mapping, why: Mapping[str, str] | None = N
 
     The paper's side comes from ``chapter.paper_settings`` (the paper or its official code, never a
     preset); ``this_run`` holds the run's values (its settings plus any descriptive entries such as
-    the dataset); ``why`` explains a departure (this machine, a stand-in, a vague paper).
+    the dataset; an :class:`~fairnb.contract.AsPaper` value is words for the paper's own); ``why``
+    explains a departure (this machine, a stand-in, a vague paper).
 
     Examples:
-        >>> from fairnb.contract import Chapter, PaperSetting
+        >>> from fairnb.contract import AsPaper, Chapter, PaperSetting
         >>> ch = Chapter(9, "demo", "Demo", "09_demo.ipynb", (), paper_settings={
         ...     "seeds": PaperSetting([0, 1, 2, 3, 4], "Sec. 5.1"), "k": PaperSetting(2, "Eq. 2")})
         >>> table = settings_table(ch, {"seeds": (0,), "k": 2}, why={"seeds": "CPU-sized"})
         >>> table["departs"].tolist(), table.loc["seeds", "this run"], table.loc["seeds", "why"]
         (['yes', ''], '[0]', 'CPU-sized')
+        >>> settings_table(ch, {"seeds": AsPaper("same for this model"), "k": 2})["departs"].tolist()
+        ['', '']
         >>> long = settings_table(ch, {"seeds": (0,)}, why={"seeds": "CPU-sized: " + "hours " * 20 + "on this machine"})
         >>> "on this machine" in long._repr_html_()
         True

@@ -11,7 +11,7 @@ what is re-exported here; ``CHAPTER`` is its contract and ``PRESETS`` its ``quic
 """
 from typing import Any
 
-from fairnb.contract import Chapter, Citation, Headline, PaperSetting
+from fairnb.contract import Chapter, Citation, Dataset, Headline, Instances, PaperSetting
 from fairnb.ucerf.data import (
                                CorefPair,
                                coref_table,
@@ -74,6 +74,8 @@ PRESETS: dict[str, dict[str, Any]] = {
               "n_resamples": 1000},
 }
 
+BOOTSTRAP = ("95 % percentile bootstrap over minimal pairs (a pair drawn once for every seed that scored it), "
+             "the metric averaged over seeds (fairnb's; the paper gives none)")
 PAPER_MCQ_PROMPT = ("Choose the right option for the question using the context below.\\n <sentence> The pronoun "
                     "<pronoun> refers to\\n A.<optionA>\\n B.<optionB>\\n C.<optionC>\\n Answer: ")
 
@@ -85,14 +87,18 @@ CHAPTER = Chapter(
     headlines=(
         Headline("ucerf", "UCerF (intrinsic task, type 2)", "higher is fairer", (0.0, 1.0),
                  "how alike the model's certainty-weighted correctness is when only the pronoun's gender changes "
-                 "(1 = equally right and equally sure for both)", items="ucerf"),
+                 "(1 = equally right and equally sure for both)", items="ucerf", interval=BOOTSTRAP),
         Headline("equalized_odds", "equalized-odds gap (|dTPR| + |dFPR|) / 2 (intrinsic task, type 2)",
                  "lower is fairer", (0.0, 1.0), "the gap in true- and false-positive rates between the pronouns, "
                  "blind to certainty, each gap halved as the paper does (0 = equal, 1 = opposite)",
-                 items="occupation_equalized_odds"),
+                 items="occupation_equalized_odds", interval=BOOTSTRAP),
     ),
     needs=("scores",),
     occupation_score="ucerf",
+    datasets=(Dataset("dataset", "WinoBias (Zhao et al., 2018) and SynthBias (Wang et al., 2025)",
+                      "https://github.com/uclanlp/corefBias", "320 minimal pairs in the WinoBias format written for "
+                      "fairnb (fairnb/ucerf/data/sample)", ("sample",)),),
+    instances=Instances("U(x)", ("sentence_pro", "sentence_anti"), ("predicted_pro", "predicted_anti"), "referent"),
     presets=PRESETS,
     paper_settings={
         "model": PaperSetting("ten LLMs, Pythia-1B to Llama-3-70B-Instruct", "Sec. 5.1",
