@@ -533,3 +533,32 @@ def test_shared_prefix_generation_equals_the_plain_layout(tiny_gpt2):
         soft_rows = ["\n" + q for q in prompts] * 2
         assert (generation.generate(tiny_gpt2, soft_rows, decoding, seeds, prefix_embeds=soft)
                 == generation.generate(tiny_gpt2, soft_rows, decoding, seeds, prefix_embeds=soft, share_prefixes=False))
+
+
+def test_a_stored_prefix_that_goes_on_differently_lends_its_common_start(tiny_gpt2, monkeypatch):
+    """The prefix store gives the states of the longest start a row shares with any stored prefix, not only
+    of a stored prefix that is whole: the second call encodes its own ending only, and its texts are the
+    plain layout's."""
+    from fairnb.models import generation
+
+    store = generation.prefix_store(tiny_gpt2)
+    monkeypatch.setattr(store, "entries", type(store.entries)())
+    monkeypatch.setattr(store, "size", 0)
+    head = "The capital of France is Paris, and the nurse said that the engineer"
+    prompts = [" went to the market.", " bought apples and", " said that she was"]
+    first, second = ([f"{head}{end}\n{q}" for q in prompts] for end in (" agreed.", " left early today."))
+    decoding = generation.Decoding(8)
+    generation.generate(tiny_gpt2, first, decoding, [0] * 3)
+    encoded: list[int] = []
+    without_head = generation._without_head
+
+    def counting(lm):
+        part = without_head(lm)
+        return lambda **inputs: encoded.append(inputs["input_ids"].shape[1]) or part(**inputs)
+
+    monkeypatch.setattr(generation, "_without_head", counting)
+    texts = generation.generate(tiny_gpt2, second, decoding, [0] * 3)
+    assert texts == generation.generate(tiny_gpt2, second, decoding, [0] * 3, share_prefixes=False)
+    shared = len(os.path.commonprefix(tiny_gpt2.tokenizer(second).input_ids))
+    common = len(os.path.commonprefix(tiny_gpt2.tokenizer([first[0], second[0]]).input_ids))
+    assert encoded == [shared - common] and common > 5

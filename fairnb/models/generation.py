@@ -302,9 +302,12 @@ class PrefixStore:
 
     Examples:
         >>> store = PrefixStore(budget=10**6)
-        >>> store.put([1, 2], [(torch.zeros(1, 2, 4), torch.zeros(1, 2, 4))])
-        >>> store.longest([1, 2, 3])[0], store.longest([2, 2])[0]
-        (2, 0)
+        >>> store.put([1, 2, 3], [(torch.zeros(1, 3, 4), torch.zeros(1, 3, 4))])
+        >>> store.longest([1, 2, 3, 4])[0], store.longest([2, 2])[0]
+        (3, 0)
+        >>> length, states = store.longest([1, 2, 7])  # the common start of [1, 2, 3] and [1, 2, 7]
+        >>> length, tuple(states[0][0].shape)
+        (2, (1, 2, 4))
     """
 
     def __init__(self, budget: int = STORE_BYTES):
@@ -312,12 +315,19 @@ class PrefixStore:
         self.entries: OrderedDict[tuple[int, ...], list[tuple[torch.Tensor, torch.Tensor]]] = OrderedDict()
 
     def longest(self, items: Sequence[int]) -> tuple[int, list[tuple[torch.Tensor, torch.Tensor]] | None]:
-        """The length and states of the longest stored prefix of ``items`` (``0, None`` if none)."""
-        found = max((key for key in self.entries if tuple(items[:len(key)]) == key), key=len, default=None)
+        """The length and states of the longest start ``items`` shares with a stored prefix (``0, None`` if
+        none): a causal model's states of the first positions depend on those positions only, so a stored
+        prefix that goes on differently still gives the states of the part in common."""
+        length, found = 0, None
+        for key in self.entries:
+            common = len(os.path.commonprefix([key, tuple(items[:len(key)])]))
+            if common > length:
+                length, found = common, key
         if found is None:
             return 0, None
         self.entries.move_to_end(found)
-        return len(found), self.entries[found]
+        states = self.entries[found]
+        return length, states if length == len(found) else [(k[:, :length], v[:, :length]) for k, v in states]
 
     def put(self, items: Sequence[int], states: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
         key = tuple(items)
