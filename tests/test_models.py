@@ -394,7 +394,7 @@ def test_chunked_generation_runs_the_batches_of_one_unchunked_run(tiny_gpt2_path
     decode, batches = generation._decode, {}
     for chunk_rows in (4, 10**9):
         lm = load_model(str(tiny_gpt2_path), device="cpu", use_cache=False)
-        lm.generation_chunk_rows, lm.batch_size = chunk_rows, 8                 # generation batches of 4
+        lm.generation_chunk_rows, lm.batch_size = chunk_rows, 4                 # generation batches of 4 (CPU)
         seen: list = []
         monkeypatch.setattr(generation, "_decode",
                             lambda lm, inputs, *a, seen=seen: seen.append(inputs["input_ids"].tolist()) or decode(lm, inputs, *a))
@@ -562,3 +562,21 @@ def test_a_stored_prefix_that_goes_on_differently_lends_its_common_start(tiny_gp
     shared = len(os.path.commonprefix(tiny_gpt2.tokenizer(second).input_ids))
     common = len(os.path.commonprefix(tiny_gpt2.tokenizer([first[0], second[0]]).input_ids))
     assert encoded == [shared - common] and common > 5
+
+
+def test_a_share_group_split_between_batches_gives_the_plain_texts(tiny_gpt2, monkeypatch):
+    """Batches are filled to the row limit, splitting a share group where a batch fills: the second part
+    reads the prefix the first part stored, and every row's text is the plain layout's."""
+    from fairnb.models import generation
+
+    monkeypatch.setattr(tiny_gpt2, "batch_size", 4)  # 4 rows per decoding batch on a CPU
+    prefixes = ["The capital of France is Paris. He and she", "I agree. I disagree. The nurse said that"]
+    rows = [p + "\n" + q for p in prefixes for q in (" went to the market.", " bought apples and", " said it")]
+    decoding = generation.Decoding(6, 1.0, 10)
+    seeds = generation.row_seeds(rows, 0)
+    batches: list[int] = []
+    decode = generation._decode
+    monkeypatch.setattr(generation, "_decode", lambda lm, inputs, *a: batches.append(len(a[0])) or decode(lm, inputs, *a))
+    texts = generation.generate(tiny_gpt2, rows, decoding, seeds)
+    assert batches == [4, 2]
+    assert texts == generation.generate(tiny_gpt2, rows, decoding, seeds, share_prefixes=False)
