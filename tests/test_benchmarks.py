@@ -88,6 +88,16 @@ def test_position_budget_by_hand():
     assert budget["floor_bound"] == pytest.approx(exact / floor)
 
 
+def test_a_scaled_grid_derives_its_bound_from_the_prompts_it_measured(tiny_gpt2):
+    args = run.parse_args(["--scale", "0.01", "--loop-scale", "0", "--lm-eval-scale", "0", "--repeats", "1"])
+    run.THREADS_USED.clear()
+    result = run.task_grid(tiny_gpt2, args)
+    measured = scoring.bvf_gender_grid(0.01).prompts
+    assert result["budget"] == scoring.position_budget(tiny_gpt2, measured, scoring.bvf_gender_grid(1.0).words)
+    assert result["budget"]["prompts"] == len(measured) == 10
+    assert len(run.THREADS_USED) == 3  # fairnb, floor and single-token runs, each under the load's thread rule
+
+
 def test_scale_table_counts_the_lost_chunk_and_every_computed_prompt():
     # 2 chunks of 100: the killed run caches chunk 1 and loses chunk 2; its rerun computes chunk 2 again
     measured = {"chunk_rows": 100,

@@ -155,11 +155,11 @@ def finished_runs(runs: str | Path, results: str | Path | None = None) -> tuple[
                 problems.append(str(error))
                 continue
             page = runs / model_slug(model) / chapter.notebook
-            ran = unit.record.get("run") if isinstance(unit.record.get("run"), dict) else None
-            if ran is None and page.exists():
-                ran = read_record(page)
-            if not ran or not isinstance(ran.get("parameters"), dict) or ran["parameters"].get("preset", "quick") != preset:
-                ran, page = None, None
+            ran = next((part for part in (unit.record.get("run"), read_record(page) if page.exists() else None)
+                        if isinstance(part, dict) and isinstance(part.get("parameters"), dict)
+                        and part["parameters"].get("preset", "quick") == preset), None)
+            if ran is None:
+                page = None
             data = page_data(page) if page is not None and page.exists() else {}
             found.append(FinishedRun(
                 model, chapter, preset, rows, unit.results, unit.evidence, settings=unit.settings,
