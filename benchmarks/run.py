@@ -379,8 +379,9 @@ def render(out_dir: Path = OUT_DIR, old: str = "") -> str:
     sections = {"grid": render_grid, "generation": render_generation, "chapters": render_chapters}
     headings = {"grid": "## 1.", "generation": "## 2.", "chapters": "## 3."}
     lines = ["# fairnb benchmarks", "",
-             "Sections 1–3 are written by `python -m benchmarks.run` (`make bench`), the two sections at scale by "
-             "`python -m benchmarks.bvf_scale` and `python -m benchmarks.chunked ch4`; see the module docstrings in "
+             "Sections 1–3 are written by `python -m benchmarks.run` (`make bench`), the sections at scale by "
+             "`python -m benchmarks.bvf_scale`, `python -m benchmarks.bvf_scale paper` and "
+             "`python -m benchmarks.chunked ch4`; see the module docstrings in "
              "`benchmarks/` for what each contender does. Rerun on your machine to compare.", ""]
     for task, render_task in sections.items():
         path = out_dir / f"{task}.json"
