@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 from IPython.display import HTML, Markdown, display
 
-from fairnb.contract import Chapter
+from fairnb.contract import AsPaper, Chapter
 from fairnb.formatting import number_cells
 from fairnb.published import condition_keys, load_published, published_beside_run, settings_to_record
 from fairnb.results import results_rows, write_page_outputs
@@ -86,6 +86,9 @@ def run_card(**parameters) -> RunCard:
 
 
 def _same(a, b) -> bool:
+    if isinstance(a, AsPaper):
+        return True
+
     def normal(v):
         return (list(v) if isinstance(v, (tuple, list)) else v)
     try:
@@ -116,8 +119,8 @@ def settings_table(chapter: Chapter, this_run: Mapping, why: Mapping[str, str] |
 
     The paper's side comes from ``chapter.paper_settings`` (the paper or its official code, never a
     preset); ``this_run`` holds the run's values (the chapter's ``this_run(settings, model, ...)``:
-    its settings plus descriptive entries such as the dataset); ``why`` explains a departure (this
-    machine, a stand-in, a vague paper).
+    its settings plus descriptive entries such as the dataset; an :class:`~fairnb.contract.AsPaper` value
+    is words for the paper's own); ``why`` explains a departure (this machine, a stand-in, a vague paper).
 
     Examples:
         >>> from fairnb.contract import PaperSetting
@@ -126,6 +129,8 @@ def settings_table(chapter: Chapter, this_run: Mapping, why: Mapping[str, str] |
         >>> table = settings_table(ch, {"seeds": (0,), "k": 2}, why={"seeds": "CPU-sized"})
         >>> table["departs"].tolist(), table.loc["seeds", "this run"], table.loc["seeds", "why"]
         (['yes', ''], '[0]', 'CPU-sized')
+        >>> settings_table(ch, {"seeds": AsPaper("same for this model"), "k": 2})["departs"].tolist()
+        ['', '']
         >>> long = settings_table(ch, {"seeds": (0,)}, why={"seeds": "CPU-sized: " + "hours " * 20 + "on this machine"})
         >>> "on this machine" in long._repr_html_()
         True

@@ -52,7 +52,10 @@ def contract_source(chapter) -> str:
 
 
 def tiny_chapter(chapter) -> nbformat.NotebookNode:
-    """A chapter notebook in the book's contract: idea with equations, parameters, hidden setup, results."""
+    """A chapter notebook in the book's contract: idea with equations, parameters, hidden setup, results; its
+    evidence holds the columns the chapter's contract reads as instances (the item, and its value as the score)."""
+    spec = chapter.instances
+    columns = [*spec.inputs, *spec.outputs, *([spec.reference] if spec.reference else [])]
     rows = ([f"{{'item': 'all', 'metric': {h.name!r}, 'level': 'headline', 'value': base + {k} / 10, "
              f"'ci_low': base, 'ci_high': base + 1}}" for k, h in enumerate(chapter.headlines)]
             + [f"{{'item': {o!r}, 'group': {o!r}, 'level': 'group', 'metric': {OCCUPATION_SCORES[chapter.key]!r}, "
@@ -68,7 +71,8 @@ def tiny_chapter(chapter) -> nbformat.NotebookNode:
         new_markdown_cell("## Results\n\nThe headline numbers, written for the comparison page, as in "
                           f"{{cite:t}}`{CITED}`."),
         new_code_cell(f"table = pd.DataFrame([{', '.join(rows)}])\npage.number_cells(table)"),
-        new_code_cell("page.finish(CHAPTER, model, 'quick', {}, table, table, caption='Rows behind the headline', "
+        new_code_cell(f"items = table.assign(**dict.fromkeys({columns!r}, table['item']), **{{{spec.score!r}: table['value']}})\n"
+                      "page.finish(CHAPTER, model, 'quick', {}, table, items, caption='Rows behind the headline', "
                       "sort_by='value', glue={'total': round(1000 + base * 1000)})", metadata={"tags": ["remove-input"]}),
         new_markdown_cell(f"This run scored {{glue:}}`{chapter.key}_total` prompts. "
                           f"{GLUED_HEADLINE} {{glue:text}}`{chapter.key}_{chapter.headlines[0].name}:.3f`.\n\n"
