@@ -9,7 +9,6 @@ import pandas as pd
 import pytest
 import torch
 from bad_files import BAD_BODIES, assert_names_bad_file
-from fairnb.report.display import settings_table
 from scipy.stats import beta, binom, binomtest
 
 from fairnb import certification as cert
@@ -23,6 +22,7 @@ from fairnb.certification.data import (
     select_pivots,
 )
 from fairnb.contract import shipped_file
+from fairnb.page import settings_table
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "05_certification.ipynb"
 
