@@ -21,6 +21,7 @@ from fairnb.bvf.metrics import (
     regress_on_statistic,
     risk_table,
     tolerance_bounds,
+    two_way_risk,
 )
 from fairnb.formatting import number
 
@@ -167,6 +168,42 @@ def pipeline_relation(probs: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
             rows[(topic, risk)] = {"Eq. 2": eq2[risk], "calculate.py": printed[risk],
                                    "from Eq. 2 (R - R^v/2, R^b, R^v/2)": predicted[risk]}
     return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def risk_intervals(probs: Mapping[str, pd.DataFrame], k: float = np.inf, criterion: str = "eq2",
+                   n_resamples: int = 1000, seed: int = 0) -> dict[str, pd.DataFrame]:
+    """Each topic's interval of R, R^b, R^v over occupations and templates (:func:`fairnb.bvf.metrics.two_way_risk`)."""
+    return {topic: two_way_risk(frame, k=k, criterion=criterion, n_resamples=n_resamples, seed=seed)
+            for topic, frame in probs.items()}
+
+
+def interval_table(intervals: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """The topics' intervals (:func:`risk_intervals`) as one table, indexed by topic and risk.
+
+    Examples:
+        >>> ci = pd.DataFrame({"value": [0.2], "ci_low": [0.1], "ci_high": [0.3]}, index=["R"])
+        >>> interval_table({"gender": ci, "race": ci}).index.tolist()
+        [('gender', 'R'), ('race', 'R')]
+    """
+    return pd.concat(intervals, names=["topic", "risk"])
+
+
+def scaled_totals(totals: pd.DataFrame) -> pd.DataFrame:
+    """:func:`risk_tables`' per-topic totals with R divided by the criterion's maximum J_max, so topics of
+    different sizes share one scale.
+
+    Examples:
+        >>> scaled_totals(pd.DataFrame({"R": [0.5, 2.0], "J_max": [1.0, 4.0]}, index=["gender", "race"]))["R / J_max"].tolist()
+        [0.5, 0.5]
+    """
+    return totals.assign(**{"R / J_max": totals["R"] / totals["J_max"]})
+
+
+def norm_table(probs: Mapping[str, pd.DataFrame], ks: Sequence[float] = (1, 2, np.inf),
+               criterion: str = "eq2") -> pd.DataFrame:
+    """Every topic's R, R^b, R^v under each l^k criterion (:func:`risk_by_norm`), indexed by topic and norm."""
+    return pd.concat({topic: risk_by_norm(frame, ks=ks, criterion=criterion) for topic, frame in probs.items()},
+                     names=["topic", "norm"])
 
 
 def distribution_table(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:

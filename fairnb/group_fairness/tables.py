@@ -47,6 +47,26 @@ def rates_table(answers: pd.DataFrame, metrics: Sequence[str] = gf.BIAS_METRICS)
     return table.rename(index=METRIC_LABELS)
 
 
+def answer_view(answers: pd.DataFrame) -> pd.DataFrame:
+    """The columns of the answers a reader looks at first: the data point, the answer, whether a sentence
+    could be parsed from it, and its scores.
+
+    Examples:
+        >>> answers = pd.DataFrame({"dimension": ["AG"], "target": ["young"], "attribute": ["lazy"], "output": ["x"],
+        ...                         "sentence": [None], "toxicity": [0.1], "negative_sentiment": [0.0], "declination": [1.0]})
+        >>> answer_view(answers)["parsed"].tolist()
+        [False]
+    """
+    return answers.assign(parsed=answers["sentence"].notna())[
+        ["dimension", "target", "attribute", "output", "parsed", *gf.BIAS_METRICS]]
+
+
+def target_spread(answers: pd.DataFrame, metrics: Sequence[str] = gf.BIAS_METRICS) -> pd.DataFrame:
+    """Per dimension (rows) and measure (columns), the spread of the per-target means (paper Fig. 4,
+    :func:`fairnb.group_fairness.metrics.target_std`)."""
+    return pd.concat([gf.target_std(answers, metric) for metric in metrics], axis=1, keys=list(metrics))
+
+
 def agreement_table(agreements: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
     """Scorer agreement with the labelled sentences, one row per scorer (for display)."""
     table = pd.DataFrame(agreements).T[["accuracy", "neutral_false_positive_rate", "n", "n_neutral"]]
