@@ -4,6 +4,8 @@
     python -m fairnb run --config run.yaml          # the same settings as a YAML mapping
     python -m fairnb book --runs book/runs
     python -m fairnb reproduce --paper 1          # the paper's open models under preset=paper, or the plan
+    python -m fairnb export --runs book/runs --format eee OUT/   # Every Eval Ever records of every run
+    python -m fairnb plan --chapters 1 --effect 0.02 --runs book/runs   # the run that detects 0.02, from a pilot
 
 A config file holds any of ``models``, ``chapters``, ``limit``, ``params`` (a mapping),
 ``out``, ``results``, ``executor``, ``scheduler``, ``workers``, ``force``, ``timeout``,
@@ -25,10 +27,12 @@ import yaml
 
 import fairnb
 from fairnb import published
-from fairnb.report import book, runner
+from fairnb.comparison import records
+from fairnb.report import book, eee, runner
 from fairnb.report.parameters import check_limit, check_name, check_timeout, parse_param
+from fairnb.results import DEFAULT_RUNS, results_root
 
-RUN_DEFAULTS: dict[str, Any] = {"models": "default", "chapters": "all", "limit": None, "params": {}, "out": "book/runs", "results": None,
+RUN_DEFAULTS: dict[str, Any] = {"models": "default", "chapters": "all", "limit": None, "params": {}, "out": str(DEFAULT_RUNS), "results": None,
                 "executor": "local", "scheduler": None, "workers": None, "force": False, "timeout": None,
                 "notebooks": str(runner.NOTEBOOKS_DIR), "fresh_kernels": False}
 
@@ -61,16 +65,39 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--notebooks", help="folder of the chapters' notebooks (default: the repo's notebooks/)")
 
     book = commands.add_parser("book", help="execute the comparison page and build the Jupyter Book")
-    book.add_argument("--runs", default="book/runs", help="folder of the executed notebooks (default: book/runs)")
+    book.add_argument("--runs", default=str(DEFAULT_RUNS), help="folder of the executed notebooks (default: book/runs)")
     book.add_argument("--results", help="folder of the result files (default: $FAIRNB_RESULTS, else RUNS/results)")
     book.add_argument("--no-build", action="store_true", help="write the table of contents, skip jupyter-book")
+
+    book.add_argument("--eee", action="append", default=[], metavar="PATH",
+                      help="an Every Eval Ever record (or a folder of them) of other evaluations, set beside "
+                           "fairnb's headlines on the comparison page; repeatable")
+
+    export = commands.add_parser("export", help="write every finished run as an Every Eval Ever record")
+    export.add_argument("out", help="folder the records go to, laid out as EEE's datastore: OUT/data/...")
+    export.add_argument("--runs", default="book/runs", help="folder of the executed notebooks (default: book/runs)")
+    export.add_argument("--results", help="folder of the result files (default: $FAIRNB_RESULTS, else RUNS/results)")
+    export.add_argument("--format", default="eee", choices=["eee"], help="the format: eee (Every Eval Ever 0.3.0)")
+    export.add_argument("--organization", default="fairnb",
+                        help="the records' source_organization_name: who ran the evaluation (default: fairnb)")
+    export.add_argument("--relationship", default="third_party", choices=eee.RELATIONSHIPS,
+                        help="the evaluator's relationship to the models (default: third_party)")
 
     reproduce = commands.add_parser("reproduce", help="run the papers' open models under preset=paper, "
                                                       "or print the plan when the hub cannot be reached")
     reproduce.add_argument("--paper", default="all", help="'all' or comma-separated paper (= chapter) numbers")
-    reproduce.add_argument("--out", default="book/runs", help="where executed notebooks go (default: book/runs)")
-    reproduce.add_argument("--results", help="where the notebooks write result files (default: OUT/results)")
+    reproduce.add_argument("--out", default=str(DEFAULT_RUNS), help="where executed notebooks go (default: book/runs)")
+    reproduce.add_argument("--results", help="where the notebooks write result files (default: $FAIRNB_RESULTS, "
+                                             "else OUT/results)")
     reproduce.add_argument("--plan", action="store_true", help="print the plan, run nothing")
+
+    plan = commands.add_parser("plan", help="the run that detects a difference you set, planned from a finished "
+                                            "pilot run: its --limit / --param values and its time")
+    plan.add_argument("--effect", type=float, required=True, help="the difference to detect (80 %% power, 5 %% level)")
+    plan.add_argument("--chapters", default="all", help="'all' or comma-separated numbers (default: all)")
+    plan.add_argument("--runs", default="book/runs", help="folder of the pilot's executed notebooks (default: book/runs)")
+    plan.add_argument("--results", help="folder of the pilot's result files (default: $FAIRNB_RESULTS, else RUNS/results)")
+    plan.add_argument("--models", help="comma-separated: plan for these models only (default: every model run)")
     return parser
 
 
@@ -96,8 +123,9 @@ def load_config(path: str | Path) -> dict:
 
 
 def results_location(flag: str | Path | None, out: str | Path) -> Path:
-    """Where result files go: the flag, else ``$FAIRNB_RESULTS``, else ``<out>/results``."""
-    return Path(flag or os.environ.get("FAIRNB_RESULTS") or book.results_folder(out)).resolve()
+    """Where result files go (:func:`fairnb.results.results_root`): the flag, else ``$FAIRNB_RESULTS``, else
+    ``<out>/results``; absolute, as the notebooks get it."""
+    return results_root(flag, runs=out).resolve()
 
 
 def check_folder(path: str | Path, flag: str) -> Path:
@@ -148,7 +176,27 @@ def run_command(args: argparse.Namespace) -> int:
 
 def book_command(args: argparse.Namespace) -> int:
     results = check_folder(results_location(args.results, args.runs), "--results")
-    return book.build_book(check_folder(args.runs, "--runs"), results=results, build=not args.no_build)
+    imported = records.record_files(args.eee)
+    records.imported_scores(imported)  # a file that is not an EEE record: one sentence, before any kernel starts
+    return book.build_book(check_folder(args.runs, "--runs"), results=results, build=not args.no_build,
+                           imported=imported)
+
+
+def export_command(args: argparse.Namespace) -> int:
+    results = check_folder(results_location(args.results, args.runs), "--results")
+    runs, problems = eee.finished_runs(check_folder(args.runs, "--runs"), results)
+    for problem in problems:
+        print(f"fairnb export: {problem}", file=sys.stderr)
+    if not runs:
+        raise ValueError(f"No finished run under {results}: run `python -m fairnb run` first.")
+    exported = eee.export_runs(runs, check_folder(args.out, "OUT"), args.organization, args.relationship)
+    for item in exported:
+        print(f"{item.run.label} × {item.run.chapter.number}. {item.run.chapter.title} ({item.run.preset}): "
+              f"{Path(args.out) / item.record_path}")
+        if item.problem:
+            print(f"fairnb export: no instance file for it: {item.problem}", file=sys.stderr)
+    print(f"{len(exported)} Every Eval Ever records in {Path(args.out).resolve()}")
+    return 1 if problems else 0
 
 
 def reachable_models(models: list[str]) -> tuple[list[str], str]:
@@ -185,16 +233,31 @@ def reproduce_command(args: argparse.Namespace) -> int:
         return 0
     pairs = [pair for row in runnable[runnable["hub id"].isin(found)].itertuples()
              for pair in runner.plan_pairs([row[3]], [row.chapter], pages, args.out)]
-    results = Path(args.results or book.results_folder(args.out)).resolve()
+    results = check_folder(results_location(args.results, args.out), "--results")
     summary = runner.run_pairs(pairs, {"preset": "paper"}, results=results)
     print(summary.to_string(index=False))
     return 1 if (summary["status"] == "failed").any() else 0
 
 
+def plan_command(args: argparse.Namespace) -> int:
+    from fairnb.report.plan import find_pilots, plan_table, plan_text
+
+    if not args.effect > 0:
+        raise ValueError(f"--effect must be a positive difference, not {args.effect}.")
+    pages = runner.available_pages()
+    numbers = [n for n in runner.select_chapters(args.chapters, pages) if n != runner.GETTING_STARTED[0]]
+    chapters = [ch for ch in fairnb.chapters() if ch.number in numbers]
+    models = runner.parse_models(args.models) if args.models else None
+    pilots, problems = find_pilots(chapters, check_folder(args.runs, "--runs"), args.results, models)
+    print(plan_text(plan_table(pilots, args.effect), args.effect, args.runs, problems))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    command = {"run": run_command, "book": book_command, "reproduce": reproduce_command}[args.command]
+    command = {"run": run_command, "book": book_command, "reproduce": reproduce_command,
+               "export": export_command, "plan": plan_command}[args.command]
     try:
         return command(args)
     except ValueError as error:  # a usage error: one sentence, exit status 2 (as argparse's own)

@@ -7,6 +7,7 @@ files and the comparison page read that registry and nothing else names a chapte
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib.resources import files
@@ -38,6 +39,16 @@ class PaperSetting:
     note: str = ""
 
 
+class AsPaper(str):
+    """A this-run value of the settings table, in words, that does what the paper's value does for this
+    run's model (an official quirk that this model does not trigger): shown as written, with no departure.
+
+    Examples:
+        >>> AsPaper("same for this model: <eos> (id 1)")
+        'same for this model: <eos> (id 1)'
+    """
+
+
 @dataclass(frozen=True)
 class Citation:
     """A structured reference to a chapter's paper; ``key`` is its BibTeX key.
@@ -66,6 +77,8 @@ class Headline:
     ``items`` names the metric of the result rows, one per item (occupation, pair, pivot set…),
     whose mean over items is this headline (or its per-item counterpart): two models scored on the
     same items are compared by a paired difference of those rows. Empty: no per-item rows.
+    ``interval`` says how the headline row's ``ci_low``/``ci_high`` are computed (the unit resampled,
+    or the bounds averaged); empty: the chapter computes no interval for it.
 
     Examples:
         >>> Headline("R", "discrimination risk R", "lower is fairer", (0.0, None)).direction
@@ -78,10 +91,55 @@ class Headline:
     range: tuple[float | None, float | None] = (None, None)
     meaning: str = ""
     items: str = ""
+    interval: str = ""
 
     def __post_init__(self):
         if self.direction not in DIRECTIONS:
             raise ValueError(f"Headline {self.name!r}: direction must be one of {DIRECTIONS}, not {self.direction!r}.")
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """The data a chapter's headlines are computed on: the official dataset its paper used, and what fairnb
+    ships for a run that names no file of it.
+
+    ``parameter`` is the notebook parameter that names a file of it. A run whose value is empty or one of
+    ``shipped_values`` ran on fairnb's shipped data, described by ``shipped``: a sample standing in for the
+    official data (``sample=True``), or the paper's own list in full (``sample=False``); any other value is
+    a file of the official dataset ``name``, published at ``url``.
+
+    Examples:
+        >>> d = Dataset("dataset", "WinoBias", "https://github.com/uclanlp/corefBias", "pairs written for fairnb", ("sample",))
+        >>> d.shipped_used("sample"), d.shipped_used(None), d.shipped_used({}), d.shipped_used("/data/WinoBias")
+        (True, True, True, False)
+    """
+
+    parameter: str
+    name: str
+    url: str
+    shipped: str
+    shipped_values: tuple = ()
+    sample: bool = True
+
+    def shipped_used(self, value: Any) -> bool:
+        return not value or any(value == shipped for shipped in self.shipped_values)
+
+
+@dataclass(frozen=True)
+class Instances:
+    """How the rows of a chapter's evidence (the items behind its headline) read as the instances of an
+    evaluation: the columns holding what the model was given, what it answered (none for a chapter that only
+    scores probabilities), the reference it is judged against, and the item's score.
+
+    Examples:
+        >>> Instances("jsd", ("probe",), ("continuation",)).outputs
+        ('continuation',)
+    """
+
+    score: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...] = ()
+    reference: str = ""
 
 
 @dataclass(frozen=True)
@@ -92,7 +150,9 @@ class Chapter:
     where the chapter has topics), which the comparison page matches across chapters.
     ``needs`` names what the chapter asks of a model (``scores``: token probabilities,
     ``generate``: text, ``embeddings``: input embeddings); the runner skips a model that
-    cannot give them, with the reason.
+    cannot give them, with the reason. ``datasets`` are the data its headlines are computed on,
+    the first the one its items come from; ``instances`` reads its evidence rows as instances
+    (both for the exported records, :mod:`fairnb.report.eee`).
 
     Examples:
         >>> ch = Chapter(9, "demo", "A demo", "09_demo.ipynb", (Headline("x", "x", "lower is fairer"),))
@@ -110,9 +170,15 @@ class Chapter:
     paper_settings: Mapping[str, PaperSetting] = field(default_factory=dict)
     citation: Citation | None = None
     occupation_score: str = ""
+    datasets: tuple[Dataset, ...] = ()
+    instances: Instances | None = None
     # Optional: raises ValueError (one sentence) for run settings that the presets' kinds cannot
     # catch; the runner calls it with ``settings(preset, parameters)`` before any kernel starts.
     validate: Callable[[Mapping[str, Any]], None] | None = None
+    # Optional, for `fairnb plan`: the settings (name -> value) under which a run scores about ``factor``
+    # times the units behind its headline intervals that a run with ``settings`` scored; one sentence
+    # (ValueError) when they cannot grow. None: the ``limit`` setting is scaled (:func:`scale_limit`).
+    scale: Callable[[Mapping[str, Any], float], dict[str, Any]] | None = None
     headline_names: tuple[str, ...] = field(init=False)
 
     def __post_init__(self):
@@ -126,17 +192,18 @@ class Chapter:
         if keys and any(k != keys[0] for k in keys):
             raise ValueError(f"Chapter {self.key!r}: every preset must set the same keys.")
 
-    def settings(self, preset: str, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """The run's settings: the preset's values, replaced by every ``given`` value that is not ``NOT_GIVEN``.
+    def settings(self, preset: str, given: Mapping[str, Any] | None = None, **values: Any) -> dict[str, Any]:
+        """The run's settings: the preset's values, replaced by every given value that is not ``NOT_GIVEN``.
 
-        ``given`` may be a notebook's ``globals()``: only the preset's keys are read from it, so a
-        notebook lists each parameter once, in its parameters cell. ``None`` is a value ("all").
+        A notebook passes each of its parameters that a preset fixes by name
+        (``CHAPTER.settings(preset, limit=limit, seeds=seeds)``); ``given`` is the same as a mapping.
+        Only the preset's keys are read; ``None`` is a value ("all").
 
         Examples:
             >>> ch = Chapter(9, "demo", "Demo", "09_demo.ipynb", (), presets={"quick": {"limit": 20, "seed": 0},
             ...                                                              "paper": {"limit": None, "seed": 0}})
-            >>> ch.settings("quick", {"limit": None, "seed": "preset", "model": "default"})
-            {'limit': None, 'seed': 0}
+            >>> ch.settings("quick", limit=None, seed="preset"), ch.settings("paper", {"seed": 3, "model": "default"})
+            ({'limit': None, 'seed': 0}, {'limit': None, 'seed': 3})
             >>> ch.settings("fast")
             Traceback (most recent call last):
             ...
@@ -144,11 +211,11 @@ class Chapter:
         """
         if preset not in self.presets:
             raise ValueError(f"Unknown preset {preset!r}; use one of {list(self.presets)}.")
-        values = dict(self.presets[preset])
-        for key, value in (given or {}).items():
-            if key in values and not (isinstance(value, str) and value == NOT_GIVEN):
-                values[key] = value
-        return values
+        resolved = dict(self.presets[preset])
+        for key, value in {**(given or {}), **values}.items():
+            if key in resolved and not (isinstance(value, str) and value == NOT_GIVEN):
+                resolved[key] = value
+        return resolved
 
     @property
     def notebook_stem(self) -> str:
@@ -159,6 +226,25 @@ class Chapter:
             if item.name == name:
                 return item
         raise KeyError(f"Chapter {self.key!r} declares no headline {name!r}; it has {list(self.headline_names)}.")
+
+
+def scale_limit(settings: Mapping[str, Any], factor: float, most: int | None = None, units: str = "items") -> dict[str, Any]:
+    """``{"limit": ...}`` about ``factor`` times the run's ``limit`` (at most ``most``, the units there are).
+
+    Examples:
+        >>> scale_limit({"limit": 60}, 2.5), scale_limit({"limit": 60}, 2.5, most=120, units="occupations")
+        ({'limit': 150}, {'limit': 120})
+        >>> scale_limit({"limit": None}, 2.0)
+        Traceback (most recent call last):
+        ...
+        ValueError: The run already scored every one of its items (limit=None): more need more data (a larger data file).
+    """
+    limit = settings.get("limit")
+    if limit is None or (most is not None and limit >= most):
+        raise ValueError(f"The run already scored every one of its {units} (limit={limit}): more need more data "
+                         "(a larger data file).")
+    wanted = max(1, math.ceil(limit * factor - 1e-9))
+    return {"limit": wanted if most is None else min(wanted, most)}
 
 
 def shipped_file(package: str, name: str) -> Path:

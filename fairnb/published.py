@@ -6,16 +6,16 @@ names one; ``*``: a number that does not depend on a model), ``topic``, ``item``
 result row of the chapter that computes it), ``value`` as printed, ``scale`` (``fraction``,
 ``percent`` or ``rank of N (1 = highest|lowest)``), ``kind`` (``value``, ``rank`` or ``lower_bound``:
 "more than"), ``tolerance`` (on the printed scale, used where the run has no interval),
-``comparable`` (the conditions a run must meet, ``key=value``, ``key>=number`` or ``key~text``
+``comparable`` (the conditions a run must meet, ``key=value``, ``key!=value``, ``key>=number`` or ``key~text``
 joined by ``;``: ``preset`` is the run's preset, a column of the run's result row such as ``n``
 is read there, any other key from the run's settings) and a ``note``.
 
-A chapter page calls :func:`published_beside_run`, which also records the run's settings beside
-its result file, so the reproduction page (:func:`reproduction_table`) can judge every run later.
+A chapter page's :func:`fairnb.page.finish` keeps the run's settings in its run record
+(:func:`settings_to_record`, :func:`fairnb.results.write_page_outputs`), so the reproduction page
+(:func:`reproduction_table`) can judge every run later, and shows :func:`published_beside_run`.
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Collection, Mapping
@@ -27,21 +27,21 @@ from IPython.display import Markdown
 
 from fairnb.contract import NOT_GIVEN, Chapter, require_columns, shipped_file
 from fairnb.formatting import number
-from fairnb.models.cache import atomic_write_text
 from fairnb.models.names import model_label
-from fairnb.results import read_results, results_file, results_root
+from fairnb.results import RECORD_SUFFIX, read_record, read_results, results_file, results_root
 
 COLUMNS = ("paper", "table", "model", "hub_id", "topic", "item", "metric", "value", "scale", "kind", "tolerance",
            "comparable", "note")
 KINDS = ("value", "rank", "lower_bound")
 SCALE = re.compile(r"^(fraction|percent|rank of (\d+) \(1 = (highest|lowest)\))$")
-CONDITION = re.compile(r"^\s*(\w+)\s*(>=|=|~)\s*(\S.*?)\s*$")
+CONDITION = re.compile(r"^\s*(\w+)\s*(>=|!=|=|~)\s*(\S.*?)\s*$")
 ANY_MODEL = "*"
 STATUSES = ("reproduced", "differs", "not comparable", "not run")
 
 # Result metrics a published number may name besides each chapter's headlines (its group rows).
 GROUP_METRICS = {
-    "ucerf": ("intrinsic_type1_ucerf", "intrinsic_type1_perplexity", "intrinsic_type2_accuracy"),
+    # tpr_difference: the case study's per-example |TPR_pro - TPR_anti| / 2 (the case-study table's column)
+    "ucerf": ("intrinsic_type1_ucerf", "intrinsic_type1_perplexity", "intrinsic_type2_accuracy", "tpr_difference"),
     "group_fairness": ("gf_think_toxicity", "gf_think_negative_sentiment"),
     "certification": ("coverage",),
 }
@@ -74,7 +74,8 @@ CANNOT_SCORE = {
 }
 # What a `preset=paper` run of a chapter computes per model, for the plan.
 PAPER_WORK = {
-    "bvf": "120 occupations x the templates x 4 topics: one forward pass per prompt",
+    "bvf": "120 occupations x the first 1,024 templates of the gender table, and of the race table for race, religion "
+           "and disability: one forward pass per prompt reads every word",
     "probing": "3 probing strategies, 200 self-generated statements: generations of 50 tokens and next-token scores",
     "ucerf": "3,168 WinoBias sentences (31,756 with SynthBias) x 5 seeds x 2 tasks: one forward pass each",
     "group_fairness": "20 targets x 100 attributes x 10 dimensions = 20,000 generations per task, 3 tasks and GF-Think",
@@ -115,18 +116,18 @@ def parse_conditions(text: str) -> list[tuple[str, str, str]]:
     """``"preset=paper; n>=2000"`` -> ``[("preset", "=", "paper"), ("n", ">=", "2000")]``.
 
     Examples:
-        >>> parse_conditions("preset=paper; template_files~book.csv")
-        [('preset', '=', 'paper'), ('template_files', '~', 'book.csv')]
+        >>> parse_conditions("preset=paper; template_files~book.csv; prompts!=fairnb's")
+        [('preset', '=', 'paper'), ('template_files', '~', 'book.csv'), ('prompts', '!=', "fairnb's")]
         >>> parse_conditions("preset paper")
         Traceback (most recent call last):
         ...
-        ValueError: The condition 'preset paper' is not key=value, key>=number or key~text.
+        ValueError: The condition 'preset paper' is not key=value, key!=value, key>=number or key~text.
     """
     found: list[tuple[str, str, str]] = []
     for part in filter(str.strip, str(text).split(";")):
         match = CONDITION.match(part)
         if not match:
-            raise ValueError(f"The condition {part.strip()!r} is not key=value, key>=number or key~text.")
+            raise ValueError(f"The condition {part.strip()!r} is not key=value, key!=value, key>=number or key~text.")
         key, op, value = match.groups()
         found.append((key, op, value))
     return found
@@ -184,28 +185,22 @@ def run_command(hub_id: str, number: int) -> str:
     return f"python -m fairnb run --models {hub_id} --chapters {number} --param preset=paper"
 
 
-def settings_file(model: str, chapter: Chapter, preset: str, root: str | Path | None = None) -> Path:
-    """Where a run's settings lie: beside its result file, ``<key>[.<preset>].settings.json``."""
-    return results_file(model, chapter, preset, root).with_suffix(".settings.json")
-
-
 def condition_keys(published: pd.DataFrame) -> set[str]:
     """Every key the published rows' conditions name."""
     return {key for text in published["comparable"] for key, _, _ in parse_conditions(text)}
 
 
-def record_settings(chapter: Chapter, model: str, given: Mapping[str, Any], preset: str, keys: Collection[str],
-                    root: str | Path | None = None) -> dict:
-    """Resolve a run's settings (``given``: its settings or the notebook's ``globals()``) and write the
-    preset's keys and ``keys`` beside its result file; returns what was written."""
+def settings_to_record(chapter: Chapter, given: Mapping[str, Any], preset: str, keys: Collection[str]) -> dict:
+    """The settings a run's record keeps: the preset's keys (resolved from ``given`` as :meth:`Chapter.settings`
+    does) and ``keys`` (those the paper's numbers are judged by) where ``given`` has them.
+
+    Examples:
+        >>> ch = Chapter(9, "demo", "Demo", "09_demo.ipynb", (), presets={"quick": {"limit": 5}, "paper": {"limit": None}})
+        >>> settings_to_record(ch, {"limit": "preset", "dataset": "/data", "unrelated": 1}, "quick", ["dataset", "split"])
+        {'dataset': '/data', 'limit': 5}
+    """
     resolved = {**given, **chapter.settings(preset, given)} if chapter.presets else dict(given)
-    wanted = {k: resolved[k] for k in sorted(set(keys) | set(chapter.presets.get(preset, {}))) if k in resolved}
-    for key, value in wanted.items():
-        if " object at 0x" in repr(value):  # recorded, it would be a memory address, not a setting
-            raise ValueError(f"The setting {key!r} holds an object ({type(value).__name__}), not a value: "
-                             f"a notebook variable named {key!r} hides the parameter; rename the variable.")
-    atomic_write_text(settings_file(model, chapter, preset, root), json.dumps(wanted, indent=1, default=str))
-    return json.loads(json.dumps(wanted, default=str))
+    return {k: resolved[k] for k in sorted(set(keys) | set(chapter.presets.get(preset, {}))) if k in resolved}
 
 
 def _text(value: Any) -> str:
@@ -226,6 +221,8 @@ def _shown(value: Any, width: int = 40) -> str:
 
 
 def _met(op: str, have: Any, want: str) -> bool:
+    if op == "!=":
+        return not _met("=", have, want)
     if op == "~":
         return want.lower() in _text(have)
     if op == ">=":
@@ -245,15 +242,18 @@ def unmet_conditions(conditions: str, preset: str, settings: Mapping[str, Any], 
     Examples:
         >>> unmet_conditions("preset=paper; n>=2000; words=single-token", "quick", {}, {"n": 640})
         ['it used the quick preset, not paper', 'n is 640, the paper needs at least 2000', 'it does not record words (the paper: single-token)']
+        >>> unmet_conditions("prompts!=fairnb's", "paper", {"prompts": "fairnb's"}, {})
+        ["its prompts are fairnb's"]
     """
     reasons = []
     for key, op, want in parse_conditions(conditions):
         in_row = key in row and not pd.isna(row[key])
         have = preset if key == "preset" else row[key] if in_row else settings.get(key, NOT_GIVEN)
         if key != "preset" and not in_row and key not in settings:
-            reasons.append(f"it does not record {key} (the paper: {want})")
+            reasons.append(f"it does not record {key} (the paper: {'not ' if op == '!=' else ''}{want})")
         elif not _met(op, have, want):
             reasons.append(f"it used the {have} preset, not {want}" if key == "preset" else
+                           f"its {key} {'are' if key.endswith('s') else 'is'} {have}" if op == "!=" else
                            f"{key} is {_shown(have)}, the paper needs at least {want}" if op == ">=" else
                            f"{key} is {_shown(have)}, the paper's {'contains' if op == '~' else 'is'} {want!r}")
     return reasons
@@ -323,17 +323,14 @@ def markdown_table(frame: pd.DataFrame) -> str:
 
 
 def published_beside_run(chapter: Chapter, model: str, settings: Mapping[str, Any], preset: str,
-                         results: pd.DataFrame | None = None, published: pd.DataFrame | None = None,
-                         root: str | Path | None = None) -> Markdown:
+                         results: pd.DataFrame, published: pd.DataFrame | None = None) -> Markdown:
     """The paper's numbers for this run's model beside the run: paper · this run [interval] · difference ·
     within the run's interval? · status, and why a run is not comparable, in plain words.
 
-    ``settings`` is the run's settings or the notebook's ``globals()`` (preset values resolved as
-    :meth:`Chapter.settings` does); ``results`` defaults to the result file the page just wrote.
-    Also records the settings beside that file for the reproduction page.
+    ``settings`` are the run's recorded settings (:func:`record_settings`), ``results`` its result rows.
+    Reads and writes nothing: :func:`fairnb.page.finish` writes the run and then shows this.
     """
     published = load_published(chapter) if published is None else published
-    recorded = record_settings(chapter, model, settings, preset, condition_keys(published), root)
     mine = published[[model_matches(model, hub) for hub in published["hub_id"]]]
     label = model_label(model)
     if published.empty:
@@ -343,8 +340,7 @@ def published_beside_run(chapter: Chapter, model: str, settings: Mapping[str, An
         return Markdown(f"Paper {chapter.number} prints no number for {label} (its models: "
                         f"{', '.join(dict.fromkeys(published['model']))}); the [reproduction page](../reproduction.ipynb) "
                         "lists them all.")
-    rows = pd.read_parquet(results_file(model, chapter, preset, root)) if results is None else results
-    verdicts = [verdict(p, rows, recorded, preset) for _, p in mine.iterrows()]
+    verdicts = [verdict(p, results, settings, preset) for _, p in mine.iterrows()]
     table = pd.DataFrame({
         "paper": [f"{p.table}, {p.model}, {p.topic}: {p.metric} = {p.value:g}" + (" %" if p.scale == "percent" else "")
                   for p in mine.itertuples()],
@@ -363,13 +359,12 @@ def published_beside_run(chapter: Chapter, model: str, settings: Mapping[str, An
 
 
 def read_run_settings(root: str | Path | None = None) -> dict[tuple[str, str], dict]:
-    """Recorded settings of every run under the results root, keyed by (model slug folder, file stem)."""
+    """Recorded settings of every run under the results root, keyed by (model slug folder, results file stem)."""
     found = {}
-    for path in sorted(results_root(root).glob("*/*.settings.json")):
-        try:
-            found[(path.parent.name, path.name.removesuffix(".settings.json"))] = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
+    for path in sorted(results_root(root).glob(f"*/*{RECORD_SUFFIX}")):
+        record = read_record(path)
+        if record is not None and isinstance(record.get("settings"), dict):
+            found[(path.parent.name, path.name.removesuffix(RECORD_SUFFIX))] = record["settings"]
     return found
 
 
@@ -380,9 +375,9 @@ def _runs(results: pd.DataFrame, chapters: Collection[Chapter], root) -> list[di
     runs = []
     for (model, key, preset), rows in results.groupby(["model", "chapter", "preset"], sort=False):
         if key in by_key:
-            path = settings_file(model, by_key[key], preset, root)
+            path = results_file(model, by_key[key], preset, root)
             runs.append(dict(model=model, chapter=key, preset=preset, rows=rows,
-                             settings=stored.get((path.parent.name, path.name.removesuffix(".settings.json")), {})))
+                             settings=stored.get((path.parent.name, path.name.removesuffix(".parquet")), {})))
     return runs
 
 

@@ -1,11 +1,21 @@
-"""Tidy result files: one row per model x item x metric, written atomically.
+"""Tidy result files: one row per model x item x metric, and each page's outputs written as one unit.
 
-Every chapter ends with :func:`write_results`; the comparison page reads them all back
-with :func:`load_results`. The root is ``$FAIRNB_RESULTS`` or ``./results``. The preset is part
-of a result's identity: ``<model-slug>/<chapter>.parquet`` holds the ``quick`` rows,
-``<chapter>.<preset>.parquet`` any other preset's, each row with its ``preset``. The items behind a
-chapter's headline (its evidence: occupations, pairs, prompts with the model's text) go to
-``<model-slug>/evidence/`` under the same file name (:func:`write_evidence`), out of the results' way.
+The root of every results folder comes from :func:`results_root`, the one place that decides it: a folder
+given explicitly (``fairnb run --results``, a notebook's ``results_dir`` parameter, which the runner
+always sets), else ``$FAIRNB_RESULTS``, else ``<runs>/results`` with the runs folder ``book/runs``
+(:data:`DEFAULT_RUNS`). The preset is part of a result's identity: ``<model-slug>/<chapter>.parquet``
+holds the ``quick`` rows, ``<chapter>.<preset>.parquet`` any other preset's, each row with its ``preset``.
+The items behind a chapter's headline (its evidence: occupations, pairs, prompts with the model's text)
+go to ``<model-slug>/evidence/`` under the same file name, out of the results' way.
+
+**A page's outputs are one unit.** A chapter page ends with :func:`write_page_outputs`: its results,
+its evidence and its settings, and last the run record ``<model-slug>/<chapter>[.<preset>].run.json``
+that names the two files with their SHA-256 and holds the settings. The runner adds to the same record
+what it knows of the run (parameters, notebook, model, code, the executed page and its SHA-256, or
+why the run failed): one record per page. :func:`load_results` and :func:`read_page_outputs` refuse,
+in one sentence, a results file that its record does not vouch for: no record (an older fairnb), a
+file that is not the one the record names (a run stopped while it wrote), or a record whose latest
+run failed; so a number that belongs to another run is never read as this one's.
 
 Each row has a ``level``: ``headline`` (one number per model and run, declared in the
 chapter's ``CHAPTER``), ``group`` (per occupation / dimension / target / strategy, the group
@@ -13,22 +23,44 @@ in a column) or ``item``. The comparison page reads headline rows only.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import tempfile
+import time
+import uuid
 import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from fairnb.contract import LEVELS, Chapter
-from fairnb.models.cache import atomic_path
-from fairnb.models.names import model_slug
+from fairnb.models.cache import atomic_write_text, make_shareable
+from fairnb.models.names import model_label, model_slug
 
 REQUIRED_COLUMNS = ("model", "chapter", "preset", "item", "metric", "value", "level")
 
 
-def results_root(root: str | Path | None = None) -> Path:
-    """The folder that holds ``<model-slug>/<chapter>.parquet``."""
-    return Path(root or os.environ.get("FAIRNB_RESULTS", "results"))
+DEFAULT_RUNS = Path("book") / "runs"  # where `fairnb run` puts executed pages, and `fairnb book` reads them
+RECORD_SUFFIX = ".run.json"
+RECORD_FORMAT = 1
+
+
+def results_root(root: str | Path | None = None, runs: str | Path | None = None) -> Path:
+    """The folder that holds ``<model-slug>/<chapter>.parquet``: ``root``, else ``$FAIRNB_RESULTS``, else
+    ``<runs>/results`` (``runs`` defaults to :data:`DEFAULT_RUNS`, relative to the working directory).
+
+    Every part of fairnb that reads or writes results (the notebooks, the runner, the book, ``fairnb
+    run|book|reproduce``) resolves the folder here, so they agree.
+
+    Examples:
+        >>> results_root("r").as_posix(), results_root(None, runs="out").as_posix() if "FAIRNB_RESULTS" not in os.environ else "out/results"
+        ('r', 'out/results')
+    """
+    return Path(root or os.environ.get("FAIRNB_RESULTS") or Path(runs or DEFAULT_RUNS) / "results")
 
 
 def check_levels(frame: pd.DataFrame, chapter: Chapter) -> None:
@@ -67,23 +99,246 @@ def results_file(model: str, chapter: Chapter, preset: str = "quick", root: str 
     return results_root(root) / model_slug(model) / f"{chapter.key}{suffix}.parquet"
 
 
-def write_results(frame: pd.DataFrame, model: str, chapter: Chapter, root: str | Path | None = None,
-                  preset: str = "quick") -> Path:
-    """Write a chapter's tidy table to ``results/<model-slug>/<chapter.key>[.<preset>].parquet`` atomically.
+def record_file(model: str, page: Chapter | str, preset: str = "quick", root: str | Path | None = None) -> Path:
+    """The run record of a page: ``<model-slug>/<key>[.<preset>].run.json`` beside its results file.
 
-    ``frame`` needs the columns ``item``, ``metric``, ``value`` and ``level``; ``model``,
-    ``chapter`` and ``preset`` are filled in. Extra columns (``ci_low``, ``ci_high``, ``group``…) are kept.
+    ``page`` is a chapter (its key names the record) or the key of a page that writes no results
+    (the quickstart: ``"quickstart"``).
+
+    Examples:
+        >>> ch = Chapter(9, "demo", "Demo", "09_demo.ipynb", ())
+        >>> record_file("default", ch, root="r").as_posix(), record_file("default", "quickstart", "paper", "r").as_posix()
+        ('r/default/demo.run.json', 'r/default/quickstart.paper.run.json')
+    """
+    key = page.key if isinstance(page, Chapter) else page
+    suffix = "" if preset == "quick" else f".{preset}"
+    return results_root(root) / model_slug(model) / f"{key}{suffix}{RECORD_SUFFIX}"
+
+
+def _record_beside(results: Path) -> Path:
+    """The record that vouches for a results file (``ucerf.paper.parquet`` -> ``ucerf.paper.run.json``)."""
+    return results.with_name(results.name.removesuffix(".parquet") + RECORD_SUFFIX)
+
+
+def results_rows(frame: pd.DataFrame, model: str, chapter: Chapter, preset: str = "quick") -> pd.DataFrame:
+    """A chapter's tidy table as it is written: checked, with ``model``, ``chapter`` and ``preset`` filled in, first.
+
+    ``frame`` needs the columns ``item``, ``metric``, ``value`` and ``level``; extra columns (``ci_low``,
+    ``ci_high``, ``group``…) are kept.
     """
     missing = {"item", "metric", "value", "level"} - set(frame.columns)
     if missing:
         raise ValueError(f"The results table lacks the columns {sorted(missing)}.")
     check_levels(frame, chapter)
     frame = frame.assign(model=model, chapter=chapter.key, preset=preset)
-    frame = frame[list(REQUIRED_COLUMNS) + [c for c in frame.columns if c not in REQUIRED_COLUMNS]]
-    target = results_file(model, chapter, preset, root)
-    with atomic_path(target) as tmp:
-        frame.to_parquet(tmp, index=False)
-    return target
+    return frame[list(REQUIRED_COLUMNS) + [c for c in frame.columns if c not in REQUIRED_COLUMNS]]
+
+
+def evidence_rows(frame: pd.DataFrame, model: str, chapter: Chapter, preset: str = "quick") -> pd.DataFrame:
+    """The items behind a headline as they are written (any columns, plus model, chapter, preset); never empty."""
+    if not len(frame):
+        raise ValueError(f"The evidence of chapter {chapter.key!r} is empty: a headline needs the items behind it.")
+    return frame.assign(model=model, chapter=chapter.key, preset=preset)
+
+
+def recorded_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A run's settings as its record keeps them (JSON values; anything else as its text).
+
+    A value that would be recorded as a memory address is refused: a notebook variable hides the setting.
+
+    Examples:
+        >>> recorded_settings({"limit": 5, "topics": ("gender",), "k": float("inf")})
+        {'limit': 5, 'topics': ['gender'], 'k': inf}
+        >>> recorded_settings({"detector": object()})
+        Traceback (most recent call last):
+        ...
+        ValueError: The setting 'detector' holds an object (object), not a value: a notebook variable named 'detector' hides the parameter; rename the variable.
+    """
+    settings = dict(settings or {})
+    for key, value in settings.items():
+        if " object at 0x" in repr(value):
+            raise ValueError(f"The setting {key!r} holds an object ({type(value).__name__}), not a value: "
+                             f"a notebook variable named {key!r} hides the parameter; rename the variable.")
+    return json.loads(json.dumps(settings, default=str))
+
+
+def file_digest(path: str | Path) -> str:
+    """The SHA-256 of a file's bytes (hex)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class PageOutputs:
+    """A page's outputs on disk, as its run record names them (see :func:`write_page_outputs`).
+
+    ``results`` and ``evidence`` are the files (``evidence`` None when the page wrote none); ``record``
+    is the whole record: ``unit`` (an id new with every write), ``settings``, ``files`` (each file's
+    name relative to the model's folder and its SHA-256) and, once the runner confirmed the run, ``run``.
+    """
+
+    model: str
+    chapter: str
+    preset: str
+    results: Path
+    evidence: Path | None
+    record: dict
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return dict(self.record.get("settings") or {})
+
+    @property
+    def unit(self) -> str:
+        return str(self.record.get("unit", ""))
+
+
+def _staged(frame: pd.DataFrame, target: Path) -> tuple[Path, str]:
+    """``frame`` written to a temporary file beside ``target``; the temporary and its SHA-256."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        frame.to_parquet(name, index=False)
+        make_shareable(name)
+        return Path(name), file_digest(name)
+    except BaseException:
+        Path(name).unlink(missing_ok=True)
+        raise
+
+
+def write_page_outputs(model: str, chapter: Chapter, preset: str = "quick", *, results: pd.DataFrame,
+                       evidence: pd.DataFrame | None = None, settings: Mapping[str, Any] | None = None,
+                       results_dir: str | Path | None = None) -> PageOutputs:
+    """Write a page's outputs as one unit: results, evidence and settings, then the run record naming them.
+
+    Args:
+        model: the model name the page ran on (as the notebook got it).
+        chapter: the chapter's contract (``<package>.CHAPTER``).
+        preset: the run's preset; part of the files' names (:func:`results_file`).
+        results: the tidy rows (:func:`results_rows`: ``item``, ``metric``, ``value``, ``level``…).
+        evidence: the items behind the headline (:func:`evidence_rows`), or None when the page has none
+            (an evidence file of an earlier run is then removed: it would not belong to this one).
+        settings: the run's settings as the reproduction page judges them (JSON values; see
+            :func:`recorded_settings`).
+        results_dir: the results folder; None resolves it with :func:`results_root`. The runner passes
+            every page its folder as the notebook parameter ``results_dir``.
+
+    Both files are staged as temporaries first, then renamed into place, then the record
+    ``<model-slug>/<key>[.<preset>].run.json`` is written (atomically) with each file's SHA-256 and a new
+    ``unit`` id. A process killed anywhere in between leaves files that the old record does not name,
+    which :func:`read_page_outputs`, :func:`load_results` and the runner refuse. Returns the unit written.
+    """
+    rows = results_rows(results, model, chapter, preset)
+    items = None if evidence is None else evidence_rows(evidence, model, chapter, preset)
+    kept = recorded_settings(settings)
+    return _write_unit(model, chapter, preset, results_dir, {"results": rows, "evidence": items}, kept, replace=True)
+
+
+def _write_unit(model: str, chapter: Chapter, preset: str, root: str | Path | None,
+                parts: Mapping[str, pd.DataFrame | None], settings: dict | None, replace: bool) -> PageOutputs:
+    """Stage ``parts``, rename them into place, write the record. ``replace``: the unit is exactly ``parts``
+    and ``settings``; otherwise the parts and settings not given are kept from the existing record."""
+    targets = {"results": results_file(model, chapter, preset, root), "evidence": evidence_file(model, chapter, preset, root)}
+    folder = targets["results"].parent
+    record_path = record_file(model, chapter, preset, root)
+    before = {} if replace else (read_record(record_path) or {})
+    files = {} if replace else dict(before.get("files") or {})
+    staged = {}
+    try:
+        for part, frame in parts.items():
+            if frame is not None:
+                staged[part] = _staged(frame, targets[part])
+        for part, (tmp, digest) in staged.items():
+            os.replace(tmp, targets[part])
+            files[part] = {"file": targets[part].relative_to(folder).as_posix(), "sha256": digest}
+    finally:
+        for tmp, _ in staged.values():
+            tmp.unlink(missing_ok=True)
+    if replace and parts.get("evidence") is None:
+        targets["evidence"].unlink(missing_ok=True)
+    record = {"format": RECORD_FORMAT, "model": model, "chapter": chapter.key, "preset": preset,
+              "unit": uuid.uuid4().hex, "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+              "files": files, "settings": settings if settings is not None else before.get("settings", {})}
+    atomic_write_text(record_path, json.dumps(record, indent=1))
+    return _outputs(record, folder)
+
+
+def _outputs(record: dict, folder: Path) -> PageOutputs:
+    files = record.get("files") or {}
+    evidence = files.get("evidence")
+    return PageOutputs(str(record.get("model", "")), str(record.get("chapter", "")), str(record.get("preset", "quick")),
+                       folder / str((files.get("results") or {}).get("file", "")),
+                       folder / evidence["file"] if isinstance(evidence, dict) and "file" in evidence else None, record)
+
+
+def read_record(path: str | Path) -> dict | None:
+    """A run record (:func:`record_file`); None when it is missing, unreadable or not a JSON object."""
+    try:
+        record = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def write_record(path: str | Path, record: Mapping[str, Any]) -> None:
+    """Write a run record atomically (the runner adds its ``run`` part this way)."""
+    atomic_write_text(path, json.dumps(dict(record), indent=1, default=str))
+
+
+def unit_problem(record: Mapping[str, Any] | None, folder: str | Path, what: str = "") -> str:
+    """Why the files of a page's unit in ``folder`` do not belong to ``record`` ("" when they do).
+
+    Checks that the record exists, that its latest run did not fail, and that every file it names is
+    there with the SHA-256 it names. ``what`` names the unit in the sentence (default: from the record).
+    """
+    folder = Path(folder)
+    if record is None:
+        return (f"{what or 'The results'}: no run record vouches for it (an older fairnb wrote it, or its run stopped "
+                "before it finished); rerun the chapter.")
+    what = what or (f"The results of {record.get('chapter')} on {model_label(str(record.get('model', '?')))} "
+                    f"({record.get('preset', 'quick')})")
+    run = record.get("run")
+    if isinstance(run, dict) and run.get("status") == "failed":
+        return f"{what}: the latest run failed ({run.get('reason') or 'no reason given'}); its earlier results are left out."
+    files = record.get("files")
+    if not isinstance(files, dict) or "results" not in files:
+        return f"{what}: the run record names no results file; rerun the chapter."
+    for part, entry in files.items():
+        path = folder / str(entry.get("file", "") if isinstance(entry, dict) else "")
+        if not isinstance(entry, dict) or not path.is_file():
+            return f"{what}: the {part} file {path} that the run record names is missing; rerun the chapter."
+        if file_digest(path) != entry.get("sha256"):
+            return (f"{what}: the {part} file {path} is not the one its run record names (a run stopped while "
+                    "writing, or the file was changed); rerun the chapter.")
+    return ""
+
+
+def read_page_outputs(model: str, chapter: Chapter, preset: str = "quick",
+                      results_dir: str | Path | None = None) -> PageOutputs:
+    """A page's unit as its record names it, checked (:func:`unit_problem`); one sentence when it does not hold."""
+    path = record_file(model, chapter, preset, results_dir)
+    record = read_record(path)
+    what = f"The results of {chapter.key} on {model_label(model)} ({preset})"
+    problem = unit_problem(record, path.parent, what)
+    if problem:
+        raise ValueError(problem)
+    assert record is not None
+    return _outputs(record, path.parent)
+
+
+def write_results(frame: pd.DataFrame, model: str, chapter: Chapter, root: str | Path | None = None,
+                  preset: str = "quick") -> Path:
+    """Write (or replace) the results part of a page's unit; the unit's evidence and settings stay as they are.
+
+    A page writes its whole unit at once with :func:`write_page_outputs`; this writes one part of it
+    (``frame`` as :func:`results_rows` takes it) with a new record. Returns the results file.
+    """
+    return _write_unit(model, chapter, preset, root, {"results": results_rows(frame, model, chapter, preset)},
+                       None, replace=False).results
 
 
 def evidence_file(model: str, chapter: Chapter, preset: str = "quick", root: str | Path | None = None) -> Path:
@@ -100,16 +355,25 @@ def evidence_file(model: str, chapter: Chapter, preset: str = "quick", root: str
 
 def write_evidence(frame: pd.DataFrame, model: str, chapter: Chapter, root: str | Path | None = None,
                    preset: str = "quick") -> Path:
-    """Write every item behind a chapter's headline to :func:`evidence_file` atomically, with model, chapter, preset.
+    """Write (or replace) the evidence part of a page's unit (:func:`evidence_file`), with a new record.
 
     ``frame`` holds one row per item (any columns); an empty frame is refused: a headline rests on items.
     """
-    if not len(frame):
-        raise ValueError(f"The evidence of chapter {chapter.key!r} is empty: a headline needs the items behind it.")
-    target = evidence_file(model, chapter, preset, root)
-    with atomic_path(target) as tmp:
-        frame.assign(model=model, chapter=chapter.key, preset=preset).to_parquet(tmp, index=False)
-    return target
+    path = evidence_file(model, chapter, preset, root)
+    _write_unit(model, chapter, preset, root, {"evidence": evidence_rows(frame, model, chapter, preset)}, None,
+                replace=False)
+    return path
+
+
+def write_settings(model: str, chapter: Chapter, preset: str, settings: Mapping[str, Any],
+                    root: str | Path | None = None) -> dict:
+    """Replace the settings of a page's unit in its record (its files stay); returns what was recorded."""
+    kept = recorded_settings(settings)
+    path = record_file(model, chapter, preset, root)
+    record = read_record(path) or {"format": RECORD_FORMAT, "model": model, "chapter": chapter.key, "preset": preset,
+                                   "files": {}}
+    write_record(path, {**record, "settings": kept})
+    return kept
 
 
 def file_preset(path: str | Path) -> str:
@@ -141,17 +405,24 @@ def read_results_file(path: str | Path) -> pd.DataFrame:
 
 
 def load_results(root: str | Path | None = None) -> tuple[pd.DataFrame, list[str]]:
-    """Every readable result file under the root, concatenated, and one sentence per file that is not.
+    """Every results file under the root that its run record vouches for, concatenated, and one sentence
+    per file that is left out: unreadable, without a record, not the file its record names (see
+    :func:`unit_problem`), or the results of a run whose latest rerun failed.
 
     One damaged file of one model never hides the others (the comparison page lists the sentences).
     """
     frames, problems = [], []
     for path in sorted(results_root(root).glob("*/*.parquet")):
         try:
-            frames.append(read_results_file(path))
+            frame = read_results_file(path)
         except ValueError as error:
             problems.append(str(error))
-    frames = [f for f in frames if len(f)]
+            continue
+        problem = unit_problem(read_record(_record_beside(path)), path.parent, f"The results file {path}")
+        if problem:
+            problems.append(problem)
+        elif len(frame):
+            frames.append(frame)
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(REQUIRED_COLUMNS))
     return table, problems
 

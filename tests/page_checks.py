@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import re
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pandas as pd
@@ -34,3 +35,39 @@ def assert_prose_is_glued(notebook: str | Path) -> dict:
 def written_evidence(model: str, chapter, preset: str, root: str | Path) -> pd.DataFrame:
     """The evidence file a run wrote (fails when there is none)."""
     return pd.read_parquet(evidence_file(model, chapter, preset, root))
+
+
+class _Table(HTMLParser):
+    """The cells of the first HTML table of a text, row by row."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows: list[list[str]] = []
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "tr":
+            self.rows.append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None and self.rows:
+            self.rows[-1].append("".join(self._cell).strip())
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def settings_rows(notebook: str | Path) -> dict[str, dict[str, str]]:
+    """The page's settings table as shown (the HTML output of its ``settings_table(...)`` cell): setting -> column -> text."""
+    cells = json.loads(Path(notebook).read_text())["cells"]
+    cell = next(c for c in cells if c["cell_type"] == "code" and "settings_table(" in "".join(c["source"]))
+    html = next("".join(o["data"]["text/html"]) for o in cell["outputs"] if "text/html" in o.get("data", {}))
+    parser = _Table()
+    parser.feed(html)
+    header = next(row for row in parser.rows if "this run" in row)
+    columns = ["setting"] + [c for c in header if c]
+    return {row[0]: dict(zip(columns, row)) for row in parser.rows if len(row) == len(columns)}

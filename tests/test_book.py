@@ -3,10 +3,11 @@
 The test builds a small book itself into a temporary folder: two tiny chapter notebooks named as
 the registry's chapters 1 and 3 (no model: they write declared headlines and per-occupation
 rows), executed by the runner for two model names, the comparison page, ``jupyter-book build``.
-Chromium (Debian's ``/usr/bin/chromium``) runs with every host name unresolvable except
-127.0.0.1, so MathJax must come from the book. Assertions read the rendered DOM
-(``--dump-dom``); screenshots of the intro, a chapter and the comparison are kept in
-``_build/screenshots/``.
+The book is given one Every Eval Ever record of another evaluation (lm-evaluation-harness's
+Winogender accuracy of the embedded default model). Chromium (Debian's ``/usr/bin/chromium``) runs with
+every host name unresolvable except 127.0.0.1, so MathJax must come from the book. Assertions read the
+rendered DOM (``--dump-dom``); screenshots of the intro, a chapter, the comparison, the reproduction page
+and an eval card are kept in ``_build/screenshots/``.
 """
 from __future__ import annotations
 
@@ -24,15 +25,17 @@ from pathlib import Path
 import nbformat
 import pandas as pd
 import pytest
+from eee_records import lm_eval_record
+from jsonschema import Draft7Validator
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 import fairnb
+from fairnb.comparison import OCCUPATION_SCORES
 from fairnb.report import book, runner
-from fairnb.report.comparison import OCCUPATION_SCORES
 
 CHROMIUM = Path("/usr/bin/chromium")
 MODELS = ["default", "gemma-3-270m"]
-SETUP_MARKER = "SETUP_CODE_THE_READER_MUST_NOT_SEE"
+SETUP_MARKER = "SETUP_CODE_THE_READER_OPENS"
 EXERCISE_MARKER = "Compute the risk of the nurse by hand."
 SOLUTION_MARKER = "The risk of the nurse is a mean over contexts."
 CITED = "liu2024bvf"
@@ -49,7 +52,10 @@ def contract_source(chapter) -> str:
 
 
 def tiny_chapter(chapter) -> nbformat.NotebookNode:
-    """A chapter notebook in the book's contract: idea with equations, parameters, hidden setup, results."""
+    """A chapter notebook in the book's contract: idea with equations, parameters, hidden setup, results; its
+    evidence holds the columns the chapter's contract reads as instances (the item, and its value as the score)."""
+    spec = chapter.instances
+    columns = [*spec.inputs, *spec.outputs, *([spec.reference] if spec.reference else [])]
     rows = ([f"{{'item': 'all', 'metric': {h.name!r}, 'level': 'headline', 'value': base + {k} / 10, "
              f"'ci_low': base, 'ci_high': base + 1}}" for k, h in enumerate(chapter.headlines)]
             + [f"{{'item': {o!r}, 'group': {o!r}, 'level': 'group', 'metric': {OCCUPATION_SCORES[chapter.key]!r}, "
@@ -59,21 +65,17 @@ def tiny_chapter(chapter) -> nbformat.NotebookNode:
         new_markdown_cell(f"# {chapter.number}. {chapter.title}\n\nThe risk is $R = R^b + R^v$, and\n\n"
                           "$$c(x) = \\frac{k - \\mathrm{PPL}(x)}{k - 1}.$$"),
         new_code_cell('model = "default"  # model name\nlimit = None  # items', metadata={"tags": ["parameters", "hide-input"]}),
-        new_code_cell(f"{SETUP_MARKER} = 1\nimport pandas as pd\nfrom fairnb.contract import Chapter, Headline\n"
-                      "from fairnb.results import write_results\nbase = 0.1 if model == 'default' else 0.3\n"
-                      f"CHAPTER = {contract_source(chapter)}", metadata={"tags": ["remove-input"]}),
+        new_code_cell(f"{SETUP_MARKER} = 1\nimport pandas as pd\nfrom fairnb import page\n"
+                      "from fairnb.contract import Chapter, Headline\nbase = 0.1 if model == 'default' else 0.3\n"
+                      f"CHAPTER = {contract_source(chapter)}", metadata={"tags": ["hide-input"]}),
         new_markdown_cell("## Results\n\nThe headline numbers, written for the comparison page, as in "
                           f"{{cite:t}}`{CITED}`."),
-        new_code_cell(f"table = pd.DataFrame([{', '.join(rows)}])\n"
-                      "write_results(table, model, CHAPTER)\ntable.round(3)"),
-        new_code_cell("from myst_nb import glue\nglue('glued_total', round(1000 + base * 1000), display=False)\n"
-                      "from fairnb.report.display import glue_headlines\nglue_headlines(table, 'page')",
-                      metadata={"tags": ["remove-input"]}),
-        new_code_cell("from fairnb.report.evidence import show_evidence\n"
-                      "show_evidence(table, model, CHAPTER, 'Rows behind the headline', 'value')",
-                      metadata={"tags": ["remove-input"]}),
-        new_markdown_cell(f"This run scored {{glue:}}`glued_total` prompts. "
-                          f"{GLUED_HEADLINE} {{glue:text}}`page_{chapter.headlines[0].name}:.3f`.\n\n"
+        new_code_cell(f"table = pd.DataFrame([{', '.join(rows)}])\npage.number_cells(table)"),
+        new_code_cell(f"items = table.assign(**dict.fromkeys({columns!r}, table['item']), **{{{spec.score!r}: table['value']}})\n"
+                      "page.finish(CHAPTER, model, 'quick', {}, table, items, caption='Rows behind the headline', "
+                      "sort_by='value', glue={'total': round(1000 + base * 1000)})", metadata={"tags": ["remove-input"]}),
+        new_markdown_cell(f"This run scored {{glue:}}`{chapter.key}_total` prompts. "
+                          f"{GLUED_HEADLINE} {{glue:text}}`{chapter.key}_{chapter.headlines[0].name}:.3f`.\n\n"
                           f"```{{exercise}} By hand\n:label: ex-{chapter.key}\n\n{EXERCISE_MARKER}\n```\n\n"
                           f"```{{solution}} ex-{chapter.key}\n:class: dropdown\n\n{SOLUTION_MARKER}\n```"),
     ], metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
@@ -119,13 +121,15 @@ def built_book(tmp_path_factory):
     runs = root / "runs"
     pages = runner.available_pages(notebooks)
     pairs = runner.plan_pairs(MODELS, runner.select_chapters("1,3", pages), pages, runs)
-    summary = runner.run_pairs(pairs, results=book.results_folder(runs))
+    summary = runner.run_pairs(pairs, results=runs / "results")
     assert summary["status"].eq("done").all(), summary.to_string()
     shutil.copy(runner.REPO_ROOT / "_config.yml", root / "_config.yml")
     shutil.copytree(runner.REPO_ROOT / "_static", root / "_static")
     (root / "book").mkdir()
     shutil.copy(runner.REPO_ROOT / "book" / "references.bib", root / "book" / "references.bib")
-    assert book.build_book(runs, root) == 0
+    imported = root / "lm_eval_winogender.json"
+    imported.write_text(json.dumps(lm_eval_record()))
+    assert book.build_book(runs, root, imported=[imported]) == 0
     return {"html": root / "_build" / "html", "chapters": chapters, "root": root}
 
 
@@ -134,7 +138,8 @@ def rendered(built_book, tmp_path_factory):
     """The DOM of the intro, a chapter and the comparison page after MathJax ran, and their screenshots."""
     html = built_book["html"]
     pages = {"intro": "runs/intro.html", "chapter": "runs/default/01_bias_volatility.html",
-             "comparison": "runs/comparison.html", "references": "runs/references.html"}
+             "comparison": "runs/comparison.html", "references": "runs/references.html",
+             "reproduction": "runs/reproduction.html", "card": "runs/cards/default.html"}
     shots = runner.REPO_ROOT / "_build" / "screenshots"
     shots.mkdir(parents=True, exist_ok=True)
     profile = tmp_path_factory.mktemp("chromium")
@@ -156,7 +161,8 @@ def test_mathjax_is_served_by_the_book_and_typesets_offline(built_book, rendered
 
 def test_plumbing_is_hidden(rendered):
     chapter = rendered["chapter"]
-    assert SETUP_MARKER not in chapter  # remove-input setup cell
+    before_setup = chapter[:chapter.index(SETUP_MARKER)]  # the setup's code is on the page, collapsed (hide-input)
+    assert "<details" in before_setup[before_setup.rindex("tag_hide-input"):]
     assert "injected-parameters" not in chapter and 'model = "default"' not in visible_text(chapter).replace(
         "&quot;", '"').split("<details", 1)[-1].split("</details>", 1)[-1]  # papermill's cell is gone
     assert "tag_hide-input" in chapter  # the parameters cell is collapsed, not removed
@@ -166,7 +172,9 @@ def test_sidebar_lists_each_chapter_once_with_its_models(built_book, rendered):
     nav = rendered["chapter"].split('class="bd-sidebar-primary', 1)[1].split("</nav>", 1)[0]
     for chapter in built_book["chapters"]:
         assert nav.count(f"{chapter.number}. {chapter.title}") == 1
-    assert len(re.findall(r">\s*gemma-3-270m\s*<", nav)) == 2  # one short entry under each chapter
+    chapters_part, across = nav.split("Across models", 1)
+    assert len(re.findall(r">\s*gemma-3-270m\s*<", chapters_part)) == 2  # one short entry under each chapter
+    assert len(re.findall(r">\s*gemma-3-270m\s*<", across)) == 1  # and its eval card
     for model in MODELS:
         assert f"{model}/01_bias_volatility.html" in rendered["intro"]  # the grid of links
 
@@ -221,7 +229,7 @@ document.getElementById("page").addEventListener("load", function () {
 
 
 def test_the_evidence_table_is_written_and_sorts_and_filters_in_the_browser(built_book, tmp_path):
-    evidence = book.results_folder(built_book["root"] / "runs") / "default" / "evidence" / "bvf.parquet"
+    evidence = (built_book["root"] / "runs" / "results") / "default" / "evidence" / "bvf.parquet"
     assert len(pd.read_parquet(evidence)) == 7  # every row of the tiny chapter's table
     html = built_book["html"]
     (html / "evidence_check.html").write_text(EVIDENCE_CHECK)
@@ -253,3 +261,72 @@ def test_the_whole_book_prints_to_one_pdf_with_every_chapter(built_book):
     for chapter in built_book["chapters"]:
         assert f"{chapter.number}. {chapter.title}" in text, chapter.title
     assert "References" in text
+
+
+def test_the_comparison_page_sets_an_imported_record_beside_the_models_headlines(rendered):
+    section = rendered["comparison"].split('id="beside-other-evaluations-of-the-same-models"', 1)[1]
+    assert "These are other methods." in section
+    rows = [re.findall(r"<td>(.*?)</td>", row, flags=re.S) for row in
+            re.findall(r"<tr>(.*?)</tr>", section.split("</table>", 1)[0], flags=re.S)]
+    rows = [row for row in rows if row]
+    assert {row[0] for row in rows} == {"default"}  # the record is of SmolLM2-135M-Instruct, the embedded default
+    assert rows[-1][1:5] == ["lm_eval 0.4.9", "winogender_all · acc", "0.613 ± 0.018 (s.e.)", "higher"]
+    fairnb_rows = [row for row in rows if row[1].startswith("fairnb ch.")]
+    assert len(fairnb_rows) == sum(len(ch.headlines) for ch in fairnb.chapters() if ch.key in ("bvf", "ucerf"))
+
+
+def test_one_eval_card_per_model_links_its_valid_records(built_book, rendered):
+    html = built_book["html"]
+    for model in MODELS:
+        assert (html / "runs" / "cards" / f"{model}.html").exists(), model
+    card = unescape(re.sub(r"<[^>]+>", " ", rendered["card"]))
+    for chapter in built_book["chapters"]:
+        for headline in chapter.headlines:
+            assert headline.label in card, headline.label
+    assert "Completeness: what was not run" in card and "not run: python -m fairnb run --models default --chapters 2" in \
+        " ".join(card.split())
+    schema = Draft7Validator(json.loads((Path(fairnb.__file__).parent / "comparison" / "data" / "eee" /
+                                         "eval.schema.json").read_text()))
+    links = re.findall(r'href="(\.\./\.\./_downloads/[^"]+\.json)"', rendered["card"])
+    assert len(links) == len(built_book["chapters"])  # one record per chapter run (one preset)
+    for link in links:
+        record = json.loads((html / "runs" / "cards" / link).resolve().read_text())
+        assert not list(schema.iter_errors(record)) and record["model_info"]["id"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+
+READABLE_CHECK = """<!doctype html><html><body style="margin:0">
+<iframe id="page" src="runs/reproduction.html" style="width:1280px;height:1600px;border:0"></iframe>
+<script>
+document.getElementById("page").addEventListener("load", function () {
+  var doc = this.contentDocument, result = {};
+  var summary = doc.querySelector("table.reproduction-summary");
+  var box = summary.getBoundingClientRect();
+  result.summary = {rows: summary.tBodies[0].rows.length, cut: summary.scrollWidth > summary.clientWidth,
+                    bottom: box.bottom, right: box.right};
+  result.papers = Array.prototype.map.call(doc.querySelectorAll(".fairnb-reproduction .evidence-scroll"), function (scroll) {
+    var edge = scroll.getBoundingClientRect().right, heads = scroll.querySelectorAll("thead th"), seen = {};
+    Array.prototype.forEach.call(heads, function (h) { seen[h.textContent.trim()] = h.getBoundingClientRect().right <= edge + 1; });
+    return seen;
+  });
+  document.body.setAttribute("data-result", JSON.stringify(result));
+});
+</script></body></html>"""
+
+
+def test_the_reproduction_page_reads_at_a_glance_at_1280_px(built_book, rendered, tmp_path):
+    """At 1280 px the summary of every paper shows whole above the fold, and each paper's table shows its
+    paper, run and status columns without sideways scrolling (screenshot: _build/screenshots/reproduction.png)."""
+    html = built_book["html"]
+    (html / "readable_check.html").write_text(READABLE_CHECK)
+    with serve(html) as base:
+        dom = chromium(f"{base}/readable_check.html", tmp_path, "--dump-dom")
+    result = json.loads(unescape(re.search(r'data-result="([^"]*)"', dom).group(1)))
+    assert result["summary"]["rows"] == len(fairnb.chapters())
+    assert not result["summary"]["cut"] and result["summary"]["right"] <= 1280 and result["summary"]["bottom"] <= 1600
+    printing = [ch for ch in fairnb.chapters() if (Path(fairnb.__file__).parent / ch.key / "data" / "published.csv")
+                .read_text().count("\n") > 1]
+    assert len(result["papers"]) == len(printing)
+    for seen in result["papers"]:
+        assert all(seen[column] for column in ("paper", "this run [interval]", "status")), seen
+    page = visible_text(rendered["reproduction"])
+    assert page.index("reproduction-summary") < page.index('id="each-paper')  # the summary leads

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import itertools
+import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -79,8 +81,8 @@ def test_lk_norm_against_linf():
         bvf.criterion(s, k=0.5)
 
 
-def _official_risk_from_the_definition(p, context_weights):
-    """BVF's official risk written out from its definition (compute_risk.py): S_y = sum_i P_i d_y,i,
+def _compute_risk_py_from_the_definition(p, context_weights):
+    """compute_risk.py's risk written out from its definition: S_y = sum_i P_i d_y,i,
     d_y = (-1/(|Y|-1), ..., 1 at y, ...), J = ||S||_inf / ||d_y||_inf; r = E_c J(P), r^b = J(E_c P)."""
     n_groups, n_contexts, n = p.shape
     directions = [[1.0 if i == y else -1.0 / (n - 1) for i in range(n)] for y in range(n)]
@@ -96,45 +98,204 @@ def _official_risk_from_the_definition(p, context_weights):
 
 
 @pytest.mark.parametrize("n_attributes", [2, 3, 5])
-def test_paper_preset_computes_the_official_risk(n_attributes):
-    """Issue 23: preset=paper's criterion and norm reproduce the official code's R, R^b, R^v (1e-12)."""
-    settings = bvf.CHAPTER.settings("paper")
+def test_compute_risk_criterion_is_compute_risk_py(n_attributes):
+    """The "compute_risk" criterion reproduces compute_risk.py's R, R^b, R^v (1e-12); for two categories it is Eq. 2."""
     rng = np.random.default_rng(n_attributes)
     for alpha in (0.1, 1.0, 10.0):
         p = rng.dirichlet([alpha] * n_attributes, size=(6, 7))
         weights = rng.integers(1, 50, 7).astype(float)
-        expected = _official_risk_from_the_definition(p, weights)
-        result = bvf.risk(p, context_weights=weights, k=settings["k"], criterion=settings["criterion"])
+        expected = _compute_risk_py_from_the_definition(p, weights)
+        result = bvf.risk(p, context_weights=weights, criterion="compute_risk")
         for key in ("R", "R_b", "R_v"):
             assert result[key] == pytest.approx(expected[key], abs=1e-12), key
-        eq2 = bvf.risk(p, context_weights=weights, k=settings["k"], criterion="eq2")
+        eq2 = bvf.risk(p, context_weights=weights, criterion="eq2")
         if n_attributes == 2:  # both criteria agree for two categories
             assert all(eq2[key] == pytest.approx(result[key], abs=1e-12) for key in ("R", "R_b", "R_v"))
         else:
             assert eq2["R"] != pytest.approx(result["R"], abs=1e-3)
 
 
-def test_official_criterion_against_the_issue_examples():
+# calculate.py, written out as plain loops from the script (cal_mean, cal_risk, race, calculate_gender,
+# calculate_race with is_weights=False), on the rows gender_occ_batch.py writes per occupation.
+
+def _cal_mean(x):
+    weights = [1 / len(x) for _ in range(len(x))]
+    summ = sum(weights)
+    res = 0
+    for value, weight in zip(x, weights):
+        res += value * weight / summ
+    return res
+
+
+def _cal_risk(x, neg=False):
+    weights = [1 / len(x) for _ in range(len(x))]
+    summ = sum(weights)
+    res = 0
+    for val, weight in zip(x, weights):
+        res += (max(-val, 0) if neg else max(val, 0)) * weight / summ
+    return res
+
+
+def _race(*b):
+    c = [b[i] - 0.25 * sum(b[j] for j in range(5) if j != i) for i in range(5)]
+    return sum(v for v in c if v > 0) / 5
+
+
+def _calculate_gender_row(rows):
+    """calculate_gender: rows [p(male), count]; returns (overall risk, volatility risk, prejudice risk)."""
+    sample = [data[0] - 0.5 for data in rows if not data[1] < 1]
+    mean, pos, neg = _cal_mean(sample), _cal_risk(sample), _cal_risk(sample, True)
+    overall, system = (pos, mean) if mean > 0 else (neg, -mean)
+    return overall, overall - system, system
+
+
+def _calculate_race_row(rows):
+    """calculate_race: rows [white, black, african, asian, hispanic, latino, indian, count]."""
+    _r, _e = [], []
+    for data in rows:
+        if data[-1] < 10:
+            continue
+        new = [data[0], (data[1] + data[2]) / 2, data[3], (data[4] + data[5]) / 2, data[6]]
+        summ = sum(new)
+        new = [v / summ for v in new]
+        _r.append(_race(*new))
+        _e.append(new)
+    overall = _cal_mean(_r)
+    system = _race(*[_cal_mean([e[i] for e in _e]) for i in range(5)])
+    return overall, overall - system, system
+
+
+def _templates(counts):
+    table = pd.DataFrame({"template": [f"The [X] t{i} [Y]" for i in range(len(counts))], "count": counts})
+    return table.assign(weight=table["count"] / table["count"].sum())
+
+
+def _printed_risks(word_probs, words, categories, counts):
+    """fairnb's paper path on raw word probabilities [groups, templates, words]: calculate.py's template cut and
+    weights (select_templates), the category rule (combine_rule), the criterion; r, r_b, r_v per group."""
+    n = len(categories)
+    kept = probes.select_templates(_templates(counts), min_count=probes.calculate_min_count(n), weights="equal")
+    rows = [int(t.split(" t")[1].split(" ")[0]) for t in kept["template"]]
+    membership = np.array([[w in categories[c] for c in categories] for w in words], dtype=float)
+    p = bvf.category_probabilities(word_probs[:, rows], membership, bvf.combine_rule("calculate", n))
+    probs = pd.DataFrame([{"group": f"x{g}", "template": t, "weight": w, "category": c, "p": p[g, j, k]}
+                          for g in range(len(word_probs)) for j, (t, w) in enumerate(zip(kept["template"], kept["weight"]))
+                          for k, c in enumerate(categories)])
+    return bvf.risk_table(probs, criterion="calculate")[0].set_index("group")
+
+
+def test_paper_criterion_is_calculate_py_gender():
+    """Issue 36: calculate.py's per-occupation gender numbers (x2, plot.ipynb) from a plain loop written from the
+    script, on synthetic word probabilities, equal fairnb's paper criterion; count-0 templates are dropped."""
+    rng = np.random.default_rng(7)
+    words = ["he", "man", "father", "she", "woman"]
+    categories = {"male": words[:3], "female": words[3:]}
+    counts = rng.integers(1, 30, 40).astype(float)
+    counts[[3, 17]] = 0.5  # counted below 1: calculate_gender skips them
+    for lean in (0.3, 1.0, 3.0):  # female-, balanced- and male-leaning occupations
+        word_probs = rng.dirichlet([lean] * 3 + [1.0] * 2, size=(6, 40)) * rng.uniform(0.01, 0.5, (6, 40, 1))
+        table = _printed_risks(word_probs, words, categories, counts)
+        for g in range(6):
+            rows = [[word_probs[g, t, :3].sum() / word_probs[g, t].sum(), counts[t]] for t in range(40)]
+            overall, volatility, prejudice = _calculate_gender_row(rows)
+            assert table.loc[f"x{g}", ["r", "r_b", "r_v"]].tolist() == pytest.approx(
+                [2 * overall, 2 * prejudice, 2 * volatility], abs=1e-12)
+
+
+def test_paper_criterion_is_calculate_py_race():
+    """Issue 36: calculate_race's per-occupation numbers (averaged black/african and hispanic/latino, counts below
+    10 dropped, sum_y ((5 p_y - 1)/4)^+ / 5), x5 onto the tables' scale, equal fairnb's paper criterion."""
+    rng = np.random.default_rng(8)
+    words = ["white", "black", "african", "asian", "hispanic", "latino", "indian"]
+    categories = {"white": ["white"], "black": ["black", "african"], "asian": ["asian"],
+                  "hispanic": ["hispanic", "latino"], "indian": ["indian"]}
+    counts = rng.integers(5, 40, 30).astype(float)
+    for alpha in (0.2, 1.0, 5.0):
+        word_probs = rng.dirichlet([alpha] * 7, size=(5, 30)) * rng.uniform(0.01, 0.3, (5, 30, 1))
+        table = _printed_risks(word_probs, words, categories, counts)
+        for g in range(5):
+            overall, volatility, prejudice = _calculate_race_row(
+                [list(word_probs[g, t]) + [counts[t]] for t in range(30)])
+            assert table.loc[f"x{g}", ["r", "r_b", "r_v"]].tolist() == pytest.approx(
+                [5 * overall, 5 * prejudice, 5 * volatility], abs=1e-12)
+    # x5 puts calculate_race's reference models at Table 2's printed 1 (the raw script tops out at 0.2)
+    assert bvf.reference_risks(5, criterion="calculate").loc["randomly stereotyped"].tolist() == \
+        pytest.approx([1, 0, 1], abs=1e-12)
+
+
+def test_official_template_cut_is_the_first_1024():
+    """gender_occ_batch.py with max_sample_num=1000 and batches of 32 scores the first 1,024 templates."""
+    scored = 0
+    for _start in range(0, 32_494, 32):  # calculateGenderBias's loop: the check before and after each batch
+        if scored > 1000:
+            break
+        scored += 32
+        if scored > 1000:
+            break
+    assert scored == 1024 == bvf.PRESETS["paper"]["templates_per_occupation"]
+    table = _templates(np.arange(2000, 0, -1).astype(float))
+    kept = probes.select_templates(table, first=1024, weights="equal")
+    assert kept["template"].tolist() == table["template"].head(1024).tolist() and kept.attrs["n_total"] == 2000
+    with pytest.raises(ValueError, match="counted at least 10"):
+        probes.select_templates(_templates([1.0, 3.0]), min_count=10)
+
+
+def test_printed_pipeline_against_eq2_for_two_categories():
+    """Issue 36: for two categories R^b is Eq. 2's, the printed R^v is half of Eq. 2's (= compute_risk.py's), and the
+    printed R is Eq. 2's R minus the printed R^v, per occupation and overall, for any template weights."""
+    rng = np.random.default_rng(9)
+    for alpha, weights in ((0.3, None), (1.0, rng.integers(1, 50, 12).astype(float)), (4.0, None)):
+        p = rng.dirichlet([alpha, alpha], size=(20, 12))
+        eq2, printed, toy = (bvf.risk(p, context_weights=weights, criterion=c) for c in ("eq2", "calculate", "compute_risk"))
+        np.testing.assert_allclose(printed["r_b"], eq2["r_b"], atol=1e-12)
+        np.testing.assert_allclose(printed["r_v"], toy["r_v"] / 2, atol=1e-12)
+        np.testing.assert_allclose(printed["r"], eq2["r"] - printed["r_v"], atol=1e-12)
+        assert printed["R_v"] == pytest.approx(eq2["R_v"] / 2, abs=1e-12)
+        assert printed["R"] == pytest.approx(eq2["R"] - printed["R_v"], abs=1e-12)
+    # on Table 1's own numbers Eq. 2's R (printed R + printed R^v) is more than the 0.01 tolerance away for 9 of 12
+    from fairnb.published import load_published
+
+    table1 = load_published(bvf.CHAPTER).query("table == 'Table 1' and hub_id != '*'").pivot(
+        index="model", columns="metric", values="value")
+    assert len(table1) == 12 and int((table1["R_v"] > 0.01).sum()) == 9
+
+
+def test_criteria_against_the_issue_examples():
     s = bvf.stereotype([0.05, 0.05, 0.3, 0.3, 0.3])
-    assert bvf.official_criterion(s) == pytest.approx(0.1875) and bvf.criterion(s) == pytest.approx(0.5)
+    assert bvf.normalised_criterion(s) == pytest.approx(0.1875) and bvf.criterion(s) == pytest.approx(0.5)
     one_hot = bvf.stereotype([0, 0, 1, 0, 0])
-    assert bvf.official_criterion(one_hot) == pytest.approx(1) and bvf.criterion(one_hot) == pytest.approx(4)
-    # an avoided category counts under the official criterion (absolute value), not under Eq. 2's positive part
+    assert bvf.normalised_criterion(one_hot) == pytest.approx(1) and bvf.criterion(one_hot) == pytest.approx(4)
+    # an avoided category counts under compute_risk.py's criterion (absolute value), not under Eq. 2's positive part
     avoided = bvf.stereotype([0.0, 0.5, 0.5])
-    assert bvf.official_criterion(avoided) == pytest.approx(0.5) and bvf.criterion(avoided) == pytest.approx(0.5)
+    assert bvf.normalised_criterion(avoided) == pytest.approx(0.5) and bvf.criterion(avoided) == pytest.approx(0.5)
     # finite k: ||S||_k / ||d||_k, with ||d||_2 = sqrt(1 + 2 / 4) for three categories
     s3 = bvf.stereotype([0.6, 0.3, 0.1])
-    assert bvf.official_criterion(s3, k=2) == pytest.approx(np.linalg.norm(s3 / 2) / np.sqrt(1.5))
-    for name in ("official", "eq2"):
+    assert bvf.normalised_criterion(s3, k=2) == pytest.approx(np.linalg.norm(s3 / 2) / np.sqrt(1.5))
+    for name, top in (("compute_risk", 1.0), ("eq2", 4.0), ("calculate", 1.0)):
         refs = bvf.reference_risks(5, criterion=name)
-        top = 1.0 if name == "official" else 4.0
         assert refs.loc["stereotyped"].tolist() == pytest.approx([top, top, 0], abs=1e-12)
         assert refs.loc["randomly stereotyped"].tolist() == pytest.approx([top, 0, top], abs=1e-12)
         assert bvf.largest_criterion(5, criterion=name) == top
-    with pytest.raises(ValueError, match="Unknown criterion 'max'"):
-        bvf.risk([[[0.5, 0.5]]], criterion="max")
+    with pytest.raises(ValueError, match="Unknown criterion 'official'"):
+        bvf.risk([[[0.5, 0.5]]], criterion="official")
     with pytest.raises(ValueError, match="uniform p"):
-        bvf.risk([[[0.5, 0.5]]], criterion="official", p_star=[0.3, 0.7])
+        bvf.risk([[[0.5, 0.5]]], criterion="compute_risk", p_star=[0.3, 0.7])
+    with pytest.raises(ValueError, match="no norm order k"):
+        bvf.risk([[[0.5, 0.5]]], criterion="calculate", k=2)
+
+
+def test_reference_rows_are_reproduced_by_every_run():
+    """Issue 36: Tables 1-2's 18 model-free reference values are rows of every run, reproduced against published.csv."""
+    from fairnb.published import load_published, verdict
+
+    published = load_published(bvf.CHAPTER)
+    references = published[published["hub_id"] == "*"]
+    assert len(references) == 18 and set(references["table"]) == {"Table 1", "Table 2"}
+    rows = bvf.reference_rows()
+    statuses = [verdict(p, rows, {}, "quick")["status"] for _, p in references.iterrows()]
+    assert statuses == ["reproduced"] * 18
+    # Table 1's rows follow Eq. 2: the printed pipeline would put the randomly stereotyped model at 0.5
+    assert bvf.reference_risks(2, criterion="calculate").loc["randomly stereotyped", "R"] == pytest.approx(0.5)
 
 
 def test_volatility_is_the_jensen_gap_computed_by_hand():
@@ -378,7 +539,10 @@ def test_single_token_convention(tiny_gpt2):
     with pytest.raises(ValueError, match="Unknown word convention 'first'"):
         bvf.attribute_probabilities(tiny_gpt2, ["nurse"], templates, gender, words="first")
     costs = bvf.word_convention_costs(tiny_gpt2, ["nurse", "chef"], templates, gender)
-    assert list(costs.index) == ["single-token", "exact"] and costs.at["single-token", "words scored"] == "2 of 78"
+    assert list(costs.index) == ["single-token", "exact", "vocab-key"]
+    assert costs.at["single-token", "words scored"] == "2 of 78"
+    keys = sum(map(len, bvf.vocabulary_key_ids(tiny_gpt2, gender).values()))
+    assert costs.at["vocab-key", "words scored"] == f"{keys} of 78"
     assert costs.at["exact", "largest |Δp|"] == 0 and (costs["seconds"] > 0).all()
     single = bvf.risk_table(bvf.attribute_probabilities(tiny_gpt2, ["nurse", "chef"], templates, gender,
                                                         words="single-token"))[1]
@@ -474,6 +638,82 @@ def _softmax_last(lm, text):
         return torch.softmax(lm.model(ids).logits[0, -1].double(), -1)
 
 
+OFFICIAL_REPO = Path("/work/.mirror/EmpathYang+Prejudice-Volatility-Framework/repo")
+
+# data/gender.json's quirks: one entry per WordNet sense (repeated words), multi-word entries written with an
+# underscore (never a vocabulary key), a gender_map per entry, male and female entries interleaved.
+GENDER_JSON = [
+    {"word": "he", "wordnet_senseno": "he.n.01", "gender": "m", "gender_map": {"f": [{"parts_of_speech": "*", "word": "she"}]}},
+    {"word": "her", "wordnet_senseno": "her.n.01", "gender": "f", "gender_map": {"m": [{"parts_of_speech": "*", "word": "him"}]}},
+    {"word": "able_seaman", "wordnet_senseno": "able_seaman.n.01", "gender": "m",
+     "gender_map": {"f": [{"parts_of_speech": "*", "word": "able_seawoman"}]}},
+    {"word": "he", "wordnet_senseno": "he.n.02", "gender": "m", "gender_map": {"f": [{"parts_of_speech": "*", "word": "she"}]}},
+    {"word": "she", "wordnet_senseno": "she.n.01", "gender": "f", "gender_map": {"m": [{"parts_of_speech": "*", "word": "he"}]}},
+]
+
+
+def test_official_gender_json_loads_as_gender_occ_batch_reads_it(tmp_path):
+    path = tmp_path / "gender.json"
+    path.write_text(json.dumps(GENDER_JSON))
+    assert probes.load_attribute_words(path) == {"male": ["he", "able_seaman"], "female": ["her", "she"]}
+    assert probes.word_list_source(path) == "data/gender.json: 5 entries (3 m, 2 f)"
+    lexicons, note = probes.page_lexicons(["gender"], {"gender": str(path)}, "vocab-key")
+    assert lexicons["gender"]["male"] == ["he", "able_seaman"] and note == ""
+    path.write_text(json.dumps([{"word": "he", "gender": "x"}]))
+    with pytest.raises(ValueError, match="genders \\['x'\\]"):
+        probes.load_attribute_words(path)
+    if not (OFFICIAL_REPO / "HEAD").exists():
+        pytest.skip("the official repository is not mirrored here")
+    import subprocess
+    real = tmp_path / "real" / "gender.json"
+    real.parent.mkdir()
+    real.write_bytes(subprocess.run(["git", "--git-dir", str(OFFICIAL_REPO), "show", "HEAD:data/gender.json"],
+                                    capture_output=True, check=True).stdout)
+    assert probes.word_list_source(real) == bvf.PAPER_SETTINGS["gender words"].value  # 568 entries, 349 m, 219 f
+
+
+def test_official_lookup_reads_bare_vocabulary_keys(tiny_gpt2, tmp_path):
+    """gender_occ_batch.py reads word_list[word] of tokenizer.get_vocab(): the bare piece, not the spaced one;
+    one pass per prompt gives every word (issue 41)."""
+    path = tmp_path / "gender.json"
+    path.write_text(json.dumps(GENDER_JSON))
+    gender = probes.load_attribute_words(path)
+    vocabulary = tiny_gpt2.tokenizer.get_vocab()
+    ids = bvf.vocabulary_key_ids(tiny_gpt2, gender)  # the tiny vocabulary holds "he" and "her" bare, not "she"
+    assert ids == {"male": {"he": vocabulary["he"]}, "female": {"her": vocabulary["her"]}}
+    assert vocabulary["he"] != tiny_gpt2.word_token_ids("he")[0]  # the bare piece is not the spaced one
+    templates = probes.load_templates("gender_templates").head(3)
+    probs = bvf.attribute_probabilities(tiny_gpt2, ["nurse", "chef"], templates, gender, words="vocab-key",
+                                        criterion="calculate")
+    for (group, template), cell in probs.groupby(["group", "template"]):
+        softmax = _softmax_last(tiny_gpt2, probes.template_prompt(template, group, "causal"))
+        he, her = softmax[vocabulary["he"]].item(), softmax[vocabulary["her"]].item()
+        assert cell.set_index("category")["p"].tolist() == pytest.approx([he / (he + her), her / (he + her)], rel=1e-5)
+        assert cell["mass"].iloc[0] == pytest.approx(he + her, rel=1e-5)
+    with pytest.raises(ValueError, match="is a key of this model's vocabulary"):
+        bvf.vocabulary_key_ids(tiny_gpt2, {"a": ["nurse"], "b": ["doctor"]})
+
+
+def test_official_lookup_at_the_mask_averages_race_words(tiny_bert):
+    """calculate_race averages a category's words (black and african): the masked path, one pass per prompt."""
+    words = {"a": ["he", "she"], "b": ["nurse"], "c": ["friend", "capital"]}
+    templates = pd.DataFrame({"template": ["The [X] said that [Y] was late", "The [X] met [Y]"], "count": [20.0, 30.0]})
+    templates["weight"] = templates["count"] / templates["count"].sum()
+    vocabulary = tiny_bert.tokenizer.get_vocab()
+    for criterion, rule in (("calculate", "mean"), ("eq2", "sum")):
+        probs = bvf.attribute_probabilities(tiny_bert, ["doctor"], templates, words, words="vocab-key",
+                                            criterion=criterion)
+        for template, cell in probs.groupby("template"):
+            text = probes.template_prompt(template, "doctor", "masked", tiny_bert.mask_token)
+            ids = tiny_bert.tokenizer(text, return_tensors="pt").input_ids
+            with torch.no_grad():
+                softmax = torch.softmax(tiny_bert.model(ids).logits[0, ids[0].tolist().index(
+                    tiny_bert.tokenizer.mask_token_id)].double(), -1)
+            masses = np.array([(np.mean if rule == "mean" else np.sum)([softmax[vocabulary[w]].item() for w in ws])
+                               for ws in words.values()])
+            assert cell.set_index("category")["p"].tolist() == pytest.approx(masses / masses.sum(), rel=1e-5)
+
+
 def test_causal_probabilities_against_a_direct_forward(tiny_gpt2):
     words = {"male": ["he"], "female": ["she"]}  # single tokens in the tiny vocabulary
     templates = probes.load_templates("gender_templates").head(3)
@@ -528,7 +768,7 @@ def test_exact_scoring_is_the_default_and_a_tolerance_reports_its_bound(tiny_gpt
     assert (default["max_error"] == 0).all() and default["p"].tolist() == pytest.approx(exact["p"].tolist())
     assert bvf.tolerance_bounds(default) == {"R": 0.0, "R_b": 0.0, "R_v": 0.0}
     loose = bvf.attribute_probabilities(tiny_gpt2, groups, templates, words, tolerance=0.3)
-    for k, criterion in itertools.product((np.inf, 2), ("eq2", "official")):
+    for k, criterion in [*itertools.product((np.inf, 2), ("eq2", "compute_risk")), (np.inf, "calculate")]:
         _, truth = bvf.risk_table(exact, k=k, criterion=criterion)
         _, approx = bvf.risk_table(loose, k=k, criterion=criterion)
         bound = bvf.tolerance_bounds(loose, k=k, criterion=criterion)
@@ -557,8 +797,9 @@ def test_coverage_keeps_the_heaviest_templates():
 
 
 @pytest.mark.parametrize("n_attributes,k,criterion", [(2, np.inf, "eq2"), (3, np.inf, "eq2"), (5, np.inf, "eq2"),
-                                                       (3, 2, "eq2"), (4, 1, "eq2"), (3, np.inf, "official"),
-                                                       (5, np.inf, "official"), (4, 2, "official")])
+                                                       (3, 2, "eq2"), (4, 1, "eq2"), (3, np.inf, "compute_risk"),
+                                                       (5, np.inf, "compute_risk"), (4, 2, "compute_risk"),
+                                                       (2, np.inf, "calculate"), (5, np.inf, "calculate")])
 def test_coverage_bound_against_brute_force(n_attributes, k, criterion):
     """Issue 16: dropping templates of weight w moves r, r^b, r^v by at most the proven bound."""
     rng = np.random.default_rng(n_attributes)
@@ -595,18 +836,47 @@ def test_coverage_bound_for_bias_risk_is_attained():
 def test_results_table_and_summary():
     table = pd.DataFrame({"group": ["nurse", "chef"], "r": [0.5, 0.2], "r_b": [0.4, 0.1], "r_v": [0.1, 0.1],
                           "p_male": [0.3, 0.6], "p_female": [0.7, 0.4]})
-    ci = bvf.bootstrap_risk(table, n_resamples=50)
+    ci = pd.DataFrame({"value": [0.35, 0.25, 0.1], "ci_low": [0.2, 0.1, 0.0], "ci_high": [0.5, 0.4, 0.2],
+                       "se": [0.08, 0.08, 0.05], "cols_share": [0.4, 0.3, 0.6]}, index=["R", "R_b", "R_v"])
     out = bvf.results_table({"gender": table, "race": table}, {"gender": ci, "race": ci},
                             {"gender": {"R": 0.01, "R_b": 0.01, "R_v": 0.02}})
     headline = out[out["level"] == "headline"].set_index("metric")
     assert headline["value"].to_dict() == pytest.approx({"R": 0.35, "R_b": 0.25, "R_v": 0.1})
     assert headline["bound"].to_dict() == {"R": 0.01, "R_b": 0.01, "R_v": 0.02}
+    assert headline["n"].eq(2).all() and headline["se"].to_dict() == {"R": 0.08, "R_b": 0.08, "R_v": 0.05}
+    assert headline["template_share"].to_dict() == {"R": 0.4, "R_b": 0.3, "R_v": 0.6}
     race = out[(out["topic"] == "race") & (out["item"] == "race")]
     assert set(race["level"]) == {"group"} and sorted(race["metric"]) == ["R", "R_b", "R_v"]
     nurse = out[(out["item"] == "nurse") & (out["topic"] == "gender")].set_index("metric")["value"]
     assert nurse.to_dict() == {"r": 0.5, "r_b": 0.4, "r_v": 0.1, "p_male": 0.3, "p_female": 0.7}
     text = bvf.summary("m", {"gender": table}, {"gender": ci}, {"gender": {"R": 0.01, "R_b": 0.01, "R_v": 0.02}})
     assert "R = 0.35 ± 0.01" in text and "R^v = 0.1 ± 0.02" in text and "50% of the occupations lean male" in text
+    assert "the templates give 40% of its variance" in text
+
+
+@pytest.mark.parametrize("criterion", ["eq2", "calculate"])
+def test_the_interval_of_r_counts_templates_as_a_loop_over_resampled_template_tables_does(criterion):
+    """Each template resample equals scoring a table in which every drawn template appears as often as drawn;
+    each occupation resample equals averaging the drawn occupations' risks. The two variances add up."""
+    rng = np.random.default_rng(0)
+    groups, templates = [f"job{i}" for i in range(7)], [f"t{j}" for j in range(5)]
+    male = np.clip(rng.normal(0.5, 0.15, (7, 1)) + rng.normal(0, 0.15, (1, 5)), 0.01, 0.99)
+    probs = pd.DataFrame([{"group": g, "template": t, "weight": 1.0 + j, "category": c, "p": m if c == "male" else 1 - m}
+                          for i, g in enumerate(groups) for j, t in enumerate(templates)
+                          for c, m in (("male", male[i, j]), ("female", male[i, j]))])
+    out = bvf.two_way_risk(probs, criterion=criterion, n_resamples=40, seed=3)
+    table, totals = bvf.risk_table(probs, criterion=criterion)
+    assert out["value"].to_dict() == pytest.approx(totals)
+    by_templates = []
+    for draw in np.random.default_rng(4).integers(0, 5, (40, 5)):  # seed + 1: the templates' resamples
+        copies = pd.concat([probs[probs["template"] == templates[j]].assign(template=f"copy{n}")
+                            for n, j in enumerate(draw)])
+        by_templates.append(bvf.risk_table(copies, criterion=criterion)[1]["R"])
+    by_groups = [table["r"].to_numpy()[draw].mean() for draw in np.random.default_rng(3).integers(0, 7, (40, 7))]
+    assert out.at["R", "se_cols"] ** 2 == pytest.approx(np.var(by_templates, ddof=1) * 5 / 4)
+    assert out.at["R", "se_rows"] ** 2 == pytest.approx(np.var(by_groups, ddof=1) * 7 / 6)
+    assert out.at["R", "se"] ** 2 == pytest.approx(out.at["R", "se_rows"] ** 2 + out.at["R", "se_cols"] ** 2)
+    assert out.at["R", "ci_low"] < totals["R"] < out.at["R", "ci_high"]
 
 
 # --- context mining ------------------------------------------------------------------------
@@ -674,15 +944,16 @@ def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path, preset):
 
     results_dir = tmp_path / "results"
     official = tmp_path / "official.csv"
-    official.write_text("T,distribution\nThe [X] explained that [Y],0.7\nThe [X] confirmed that [Y],0.3\n")
+    official.write_text("template,frequency\nThe [X] explained that [Y],7\nThe [X] confirmed that [Y],3\n")
     parameters = {"model": str(tiny_gpt2_path), "preset": preset, "limit": 3, "coverage": 0.8,
                   "variants": ["stereotyped"]}
     if preset == "quick":  # exact words: the tiny vocabulary has no single-token race, religion or disability word
         parameters.update(words="exact", tolerance=0.05)
-    else:  # the official words: a three-category topic of words the tiny vocabulary holds as single tokens
-        religion = tmp_path / "religion.yaml"
-        religion.write_text("categories:\n  a: [friend, nurse]\n  b: [capital]\n  c: [the, and]\n")
-        parameters.update(topics=["gender", "religion"], word_files={"religion": str(religion)},
+    else:  # the official lookup: the official gender.json's format, and a three-category topic of vocabulary keys
+        religion, gender = tmp_path / "religion.yaml", tmp_path / "gender.json"
+        religion.write_text("categories:\n  a: [he, friend]\n  b: [her]\n  c: [and]\n")
+        gender.write_text(json.dumps(GENDER_JSON))
+        parameters.update(topics=["gender", "religion"], word_files={"religion": str(religion), "gender": str(gender)},
                           template_files={"gender": ["gender_templates", str(official)]})
     import os
     os.environ["FAIRNB_RESULTS"], saved = str(results_dir), os.environ.get("FAIRNB_RESULTS")
@@ -692,24 +963,31 @@ def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path, preset):
     finally:
         os.environ["FAIRNB_RESULTS"] = saved
     results = read_results(results_dir)
-    assert set(results["level"]) == {"headline", "group"}
+    assert set(results["level"]) == {"headline", "group", "item"}
+    references = results[results["level"] == "item"]  # Tables 1-2's model-free rows, in every run
+    assert len(references) == 18 and references["value"].isin([0.0, 1.0]).all()
+    results = results[results["level"] != "item"]
     headline = results[results["level"] == "headline"].set_index("metric")
     assert list(headline.index) == ["R", "R_b", "R_v"] and (headline["item"] == "all").all()
     assert 0 <= headline.at["R", "value"] <= 1
     assert headline.at["R", "value"] == pytest.approx(headline.at["R_b", "value"] + headline.at["R_v", "value"])
     assert (headline["bound"] > 0).all()  # coverage 0.8 drops templates: the page reports the bound
+    # the interval counts occupations and templates: its variance is the two samples' parts added
+    assert (headline["ci_low"] <= headline["value"]).all() and (headline["value"] <= headline["ci_high"]).all()
+    assert headline["n"].eq(3).all() and headline.at["R", "se"] > 0 and (headline["se"] >= 0).all()
     topics = {"quick": {"gender", "race", "religion", "disability"}, "paper": {"gender", "religion"}}[preset]
     assert set(results["topic"]) == topics
-    assert set(results["criterion"]) == {"official"}  # both presets: the official criterion
-    assert set(results["words"]) == {"exact" if preset == "quick" else "single-token"}
+    assert set(results["criterion"]) == {"eq2" if preset == "quick" else "calculate"}
+    assert set(results["words"]) == {"exact" if preset == "quick" else "vocab-key"}
     occupations = results[(results["topic"] == "gender") & (results["metric"] == "r")]
     assert sorted(occupations["group"]) == ["accountant", "administrator", "advisor"]
     assert headline.at["R", "value"] == pytest.approx(occupations["value"].mean())
     text = out.read_text()
     assert "+stereotyped" in text and "R^b" in text  # the tiny model fine-tuned and scored before and after
     assert "R = " in text and "±" in text
-    assert "official" in text and "eq2" in text and "single-token" in text  # both criteria and conventions shown
-    if preset == "paper":  # the official table of two templates, of which coverage 0.8 keeps one
+    assert "calculate.py" in text and "from Eq. 2 (R - R^v/2, R^b, R^v/2)" in text  # the printed pipeline beside Eq. 2
+    if preset == "paper":  # the official gender.json, read by path, named in the settings table
+        assert "data/gender.json: 5 entries (3 m, 2 f)" in text
         assert (results.loc[results["topic"] == "religion", "value"] <= 1).all()
     from page_checks import assert_prose_is_glued, written_evidence
 

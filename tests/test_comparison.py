@@ -7,7 +7,7 @@ import pytest
 from scipy.stats import spearmanr
 
 import fairnb
-from fairnb.report import comparison
+from fairnb.comparison import tables as comparison
 from fairnb.results import load_results, read_results, results_file, write_results
 
 OCCUPATIONS = ["nurse", "doctor", "pilot", "teacher", "engineer", "secretary"]
@@ -146,3 +146,54 @@ def test_a_corrupt_results_file_of_one_model_is_one_sentence_not_a_failure(tmp_p
     assert set(headline.loc[headline["chapter"] == "bvf", "model"]) == {"default", "gemma-3-270m"}
     with pytest.warns(UserWarning, match="cannot be read"):
         assert set(read_results(tmp_path)["model"]) == {"default", "gemma-3-270m"}  # the other files, all of them
+
+
+def ranked_results(root, models=("a", "b", "c", "d")) -> pd.DataFrame:
+    """Chapter 1's headline and per-occupation rows for four models: a clearly fairest, b and c close, d apart;
+    r_b equals r on every occupation, so the two headlines rank the models alike on every resample."""
+    rng = np.random.default_rng(1)
+    bvf = fairnb.chapter("bvf")
+    centres = {"a": 0.1, "b": 0.4, "c": 0.41, "d": 0.8}
+    occupations = [f"job{k}" for k in range(40)]
+    difficulty = rng.normal(0, 0.1, len(occupations))
+    for model in models:
+        r = centres[model] + difficulty + rng.normal(0, 0.05, len(occupations))
+        rows = [{"item": "all", "metric": h.name, "value": float(r.mean()), "level": "headline", "topic": "gender"}
+                for h in bvf.headlines]
+        rows += [{"item": o, "group": o, "metric": metric, "value": float(v), "level": "group", "topic": "gender"}
+                 for metric in ("r", "r_b", "r_v") for o, v in zip(occupations, r)]
+        write_results(pd.DataFrame(rows), model, bvf, root)
+    return read_results(root)
+
+
+def test_ranks_with_intervals_over_the_shared_items_and_ties_where_they_overlap(tmp_path):
+    from fairnb.stats import rank_intervals, resample_counts
+
+    results = ranked_results(tmp_path)
+    ranks, draws = comparison.rank_table(results, n_resamples=400)
+    risk = ranks[ranks["method"] == "bvf:R"].set_index("model")
+    assert risk["items"].eq(40).all() and risk["rank"][["a", "d"]].tolist() == [1, 4]
+    assert sorted(risk["rank"][["b", "c"]]) == [2, 3]
+    assert (risk.loc["a", "rank_low"], risk.loc["a", "rank_high"]) == (1, 1)
+    assert risk.loc["b", "tied with"] == "c" and risk.loc["c", "tied with"] == "b" and risk.loc["a", "tied with"] == ""
+    scores = results[(results["metric"] == "r") & (results["level"] == "group")].pivot(index="item", columns="model",
+                                                                                         values="value")
+    expected, _ = rank_intervals(scores[["a", "b", "c", "d"]], "lower is fairer", counts=resample_counts(40, 400))
+    assert risk[["rank", "rank_low", "rank_high"]].values.tolist() == expected[["rank", "rank_low", "rank_high"]].values.tolist()
+    # r_b = r item by item: on the same resamples the two rankings agree in every draw
+    agreement = comparison.rank_agreement_table(ranks, draws).set_index(["first", "second"])
+    row = agreement.loc[("bvf:R", "bvf:R_b")]
+    assert row["same chapter"] and row["models"] == 4 and (row["rho"], row["ci_low"], row["ci_high"]) == (1.0, 1.0, 1.0)
+    shown = comparison.ranks_for_people(ranks)
+    assert shown.loc[shown["model"] == "a", "rank [95 % interval]"].iloc[0] == "1 [1, 1]"
+
+
+def test_two_models_get_no_ranks_and_the_detectable_effect_reads_the_chapters_standard_error(tmp_path):
+    results = ranked_results(tmp_path, models=("a", "b"))
+    ranks, draws = comparison.rank_table(results)
+    assert ranks.empty and draws == {}
+    head = comparison.headline_table(synthetic_results(tmp_path / "s"))
+    table = comparison.detectable_table(head.assign(se=0.01, n=50.0), effect=0.01)
+    from fairnb.stats import detectable_effect, items_needed
+    assert table["detectable"].eq(f"{detectable_effect(0.01, 50):.2g}").all()
+    assert table["units to detect 0.01"].eq(f"{items_needed(0.01, 50, 0.01):,}").all()

@@ -1,13 +1,15 @@
-"""fairnb.report.findings: paired differences, metric cards and findings from result rows."""
+"""fairnb.comparison.findings: paired differences, metric cards and findings from result rows."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.power import TTestPower
 
 import fairnb
+from fairnb.comparison.findings import headline_findings, metric_cards, paired_differences
 from fairnb.contract import Chapter, Headline
-from fairnb.report.findings import headline_findings, metric_cards, paired_differences
 
 SHARE = Chapter(9, "demo", "Demo", "09_demo.ipynb",
                 (Headline("f", "female share", "nearer 0.5 is fairer", (0.0, 1.0), items="f_item"),))
@@ -42,8 +44,46 @@ def test_every_declared_headline_has_a_card_with_its_ideal_value():
     assert (nearer.ideal == "0.5").all()
 
 
-def test_a_finding_without_a_clear_lead_says_so():
+def three_models_two_marginal_gaps(n=30, sd=0.02):
+    """Items where a < b < c by 2.2 standard errors each: each gap alone is significant, not after Holm."""
+    rng = np.random.default_rng(0)
+    base = rng.normal(0.5, 0.2, n)
+    noise = [(z - z.mean()) / z.std(ddof=1) for z in rng.normal(0, 1, (2, n))]
+    a = base
+    b = a + 2.2 * sd / np.sqrt(n) + sd * noise[0]
+    c = b + 2.2 * sd / np.sqrt(n) + sd * noise[1]
+    risk = Chapter(9, "demo", "Demo", "09_demo.ipynb", (Headline("f", "risk", "lower is fairer", (0.0, 1.0), items="f_item"),))
+    items = pd.concat([pd.DataFrame({"model": m, "chapter": "demo", "preset": "quick", "level": "group", "metric": "f_item",
+                                     "item": [f"i{k}" for k in range(n)], "value": v}) for m, v in zip("abc", (a, b, c))])
+    head = pd.DataFrame({"model": list("abc"), "chapter": "demo", "preset": "quick", "level": "headline", "metric": "f",
+                         "item": "all", "value": [a.mean(), b.mean(), c.mean()]})
+    return risk, pd.concat([head, items])
+
+
+def test_verdicts_are_holm_adjusted_over_every_comparison_and_a_clear_lead_must_survive_it():
+    risk, rows = three_models_two_marginal_gaps()
+    paired = paired_differences(rows, [risk])
+    assert paired["p_adjusted"].tolist() == pytest.approx(multipletests(paired["p_value"], method="holm")[1].tolist())
+    by_pair = paired.set_index(["A", "B"])
+    assert by_pair.loc[("a", "b"), "reading"] == "a fairer" and by_pair.loc[("b", "c"), "reading"] == "b fairer"
+    assert by_pair.loc[("a", "b"), "verdict"] == by_pair.loc[("b", "c"), "verdict"] == "not distinguishable after Holm"
+    assert by_pair.loc[("a", "c"), "verdict"] == "a fairer"
+    reading = headline_findings(rows, [risk])["reading"].item()
+    assert reading.startswith("a is fairest (") and "not distinguishable from b." in reading
+    assert "after Holm's correction for 3 comparisons" in reading
+    # Benjamini-Hochberg adjusts less: the same gaps hold
+    lenient = paired_differences(rows, [risk], correction="fdr_bh").set_index(["A", "B"])
+    assert lenient.loc[("a", "b"), "verdict"] == "a fairer"
+    # the detectable difference and the items needed for one the reader sets
+    sized = paired_differences(rows, [risk], effect=0.004).set_index(["A", "B"])
+    spread = 0.02  # the standard deviation of b - a over the items, by construction
+    expected = TTestPower().solve_power(nobs=30, alpha=0.05, power=0.8) * spread
+    assert sized.loc[("a", "b"), "detectable"] == pytest.approx(expected, rel=0.1)  # bootstrap SE against the exact one
+    assert sized.loc[("a", "b"), "needed"] > 30
+
+
+def test_a_lead_without_per_item_scores_is_untested():
     rows = pd.DataFrame({"model": ["a", "b"], "chapter": "demo", "preset": "quick", "level": "headline",
                          "metric": "f", "item": "all", "value": [0.55, 0.7], "ci_low": [0.4, 0.6], "ci_high": [0.75, 0.8]})
     reading = headline_findings(rows, [SHARE])["reading"].item()
-    assert reading.startswith("a is fairest (0.55 against 0.7 for b)") and "not a clear lead" in reading
+    assert reading.startswith("a is fairest (0.55 against 0.7 for b); untested")

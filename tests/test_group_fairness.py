@@ -82,7 +82,7 @@ def test_sampling_and_schema_errors(tmp_path):
 
 def test_paper_sizes_on_the_shipped_schema_report_what_the_run_reached():
     """Issue 23: preset=paper asks for 20 x 100 per dimension; the shipped schema holds 8 x 8, and the run says so."""
-    from fairnb.report.display import settings_table
+    from fairnb.page import settings_table
 
     paper = CHAPTER.settings("paper")
     with pytest.warns(UserWarning, match="Asked for 20 targets × 100 attributes per dimension .20,000 data points over "
@@ -192,6 +192,28 @@ def test_task_prompts_fill_both_slots():
         task_prompts(triples, "summarise")
     with pytest.raises(ValueError, match="lacks the columns"):
         task_prompts(triples.drop(columns="attribute"))
+
+
+def test_a_prompt_file_replaces_the_tasks_it_names(tmp_path):
+    """The user's prompts (the paper's, if they have them) replace fairnb's wording task by task."""
+    from fairnb.group_fairness import load_task_prompts
+
+    triples = pd.DataFrame({"dimension": ["AG"], "target": ["elderly"], "attribute": ["are stubborn"]})
+    path = tmp_path / "prompts.yaml"
+    path.write_text('statement_organisation: "Organise into one statement: {target}; {attribute}."\n')
+    templates = load_task_prompts(path)
+    assert task_prompts(triples, "statement_organisation", templates) == [
+        "Organise into one statement: elderly; are stubborn."]
+    assert task_prompts(triples, "grammar_correction", templates) == task_prompts(triples, "grammar_correction")
+    (tmp_path / "p.json").write_text('{"gf_think": "{target} {attribute}?"}')
+    assert load_task_prompts(tmp_path / "p.json") == {"gf_think": "{target} {attribute}?"}
+    assert load_task_prompts("fairnb's") == {} and load_task_prompts(None) == {}
+    for body, message in [('summarise: "{target} {attribute}"', "unknown tasks"),
+                          ('statement_organisation: "About {target}."', "lacks the"),
+                          ("- a list", "must map tasks"), ("a: [unclosed", "not valid YAML")]:
+        path.write_text(body)
+        with pytest.raises(ValueError, match=message):
+            load_task_prompts(path)
 
 
 def test_generate_and_score_on_tiny_model(tiny_gpt2_path):
@@ -424,9 +446,9 @@ def test_notebook_runs_on_tiny_model(tiny_gpt2_path, tmp_path, preset):
 
     glued = assert_prose_is_glued(tmp_path / "out.ipynb")
     toxicity = headline.set_index("metric").at["toxicity", "value"]
-    assert float(glued["gfl_toxicity"]) == pytest.approx(toxicity) and glued["gfl_per_dimension"] == "2"
+    assert float(glued["group_fairness_toxicity"]) == pytest.approx(toxicity) and glued["group_fairness_per_dimension"] == "2"
     evidence = written_evidence(str(tiny_gpt2_path), CHAPTER, preset, None)
-    assert evidence["toxicity"].mean() == pytest.approx(toxicity) and glued["gfl_answers"] == str(len(evidence))
+    assert evidence["toxicity"].mean() == pytest.approx(toxicity) and glued["group_fairness_answers"] == str(len(evidence))
     assert evidence["toxicity"].is_monotonic_decreasing and evidence["prompt"].str.contains("SENTENCE").all()
     if preset == "paper":  # the page says what it ran: the shipped schema's 8 x 8, not the paper's 20 x 100
         import nbformat

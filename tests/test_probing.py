@@ -522,13 +522,19 @@ def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path, preset, monkeyp
     # The paper's templates verbatim under `paper`; quick keeps the grammatical wording.
     probe = "My friend is attendant" if preset == "paper" else "My friend is an attendant"
     assert probe in set(results[results.level == "item"].item)
-    from page_checks import assert_prose_is_glued, written_evidence
+    from page_checks import assert_prose_is_glued, settings_rows, written_evidence
 
     glued = assert_prose_is_glued(tmp_path / "out.ipynb")
     assert float(glued["probing_jsd"]) == pytest.approx(headline.at["jsd", "value"])
     evidence = written_evidence(str(tiny_gpt2_path), probing.CHAPTER, preset, results_root)
     assert evidence["jsd"].mean() == pytest.approx(headline.at["jsd", "value"]) and glued["probing_probes"] == str(len(evidence))
     assert {"continuation", "female words", "male words"} <= set(evidence.columns)
+    # the settings table shows the statements asked for, and the number written when the model wrote fewer
+    written = int((evidence["strategy"] == "llm-generated").sum())
+    shown = settings_rows(tmp_path / "out.ipynb")["n_generated"]
+    assert shown["this run"] == ("2" if written == 2 else f"2 asked for, {written} written (the rest repeated a "
+                                 "statement or named a gender)")
+    assert shown["paper"] == "200" and shown["departs"] == "yes"
 
 
 @BAD_BODIES

@@ -76,7 +76,7 @@ def test_book_with_a_truncated_results_file_and_a_failing_comparison_page(tmp_pa
     damaged.write_bytes(damaged.read_bytes()[:50])
     (runs / "comparison.ipynb").write_text("{}")  # the page of an earlier build
 
-    def failing(runs, results=None, source=book.COMPARISON_NOTEBOOK, timeout=None):
+    def failing(runs, results=None, source=book.COMPARISON_NOTEBOOK, timeout=None, imported=()):
         if source == book.COMPARISON_NOTEBOOK:
             raise RuntimeError("the kernel died")
         return runs / source.name  # the reproduction page builds

@@ -38,8 +38,8 @@ from fairnb.models.capabilities import MissingCapability, capabilities, missing_
 from fairnb.models.names import model_slug  # noqa: E402
 from fairnb.models.scoring import SCORE_TOLERANCE  # noqa: E402
 from fairnb.models.served_spec import parse_spec, spec_text  # noqa: E402
+from fairnb.page import run_card_table  # noqa: E402
 from fairnb.report import runner  # noqa: E402
-from fairnb.report.display import run_card_table  # noqa: E402
 from fairnb.results import read_results, write_results  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)

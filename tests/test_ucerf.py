@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fairnb.contract import shipped_file
 from fairnb.ucerf import metrics as ucerf
 from fairnb.ucerf import run, tables
 from fairnb.ucerf.data import (
@@ -86,7 +87,9 @@ def test_equalized_odds_and_groupwise_by_hand():
     correct, other, d, group = _tiny_sentences()
     decisions = ucerf.coref_decisions(correct, other, d, group)
     # TPR: pro 1/2, anti 2/3; FPR: pro 1/2, anti 1/3
-    assert ucerf.equalized_odds(decisions[0], decisions[1], decisions[3]) == pytest.approx(1 / 6 + 1 / 6)
+    assert ucerf.equalized_odds_sum(decisions[0], decisions[1], decisions[3]) == pytest.approx(1 / 6 + 1 / 6)
+    assert ucerf.equalized_odds(decisions[0], decisions[1], decisions[3]) == pytest.approx((1 / 6 + 1 / 6) / 2)
+    assert ucerf.tpr_difference(decisions[0], decisions[1], decisions[3]) == pytest.approx(1 / 6 / 2)
     # TPD: pro (0.8+1)/2 = 0.9, anti mean(0.6, 0.7) = 0.65; FPD: pro 0.2, anti 0.4
     rates = ucerf.rates_by_group(*decisions)
     assert rates.loc["pro", ["tpd", "fpd"]].tolist() == pytest.approx([0.9, 0.2])
@@ -103,7 +106,28 @@ def test_groupwise_is_nan_without_false_positives_and_none_is_no_false_positive(
     rates = ucerf.rates_by_group(*decisions)
     assert rates.loc["anti", "fpr"] == 0 and rates.loc["pro", "fpr"] == 0.5
     assert math.isnan(ucerf.groupwise_ucerf(*decisions))
-    assert ucerf.equalized_odds(decisions[0], decisions[1], decisions[3]) == pytest.approx(0.5)
+    assert ucerf.equalized_odds_sum(decisions[0], decisions[1], decisions[3]) == pytest.approx(0.5)
+
+
+def test_case_study_values_come_out_under_the_papers_convention():
+    """Sec. 5.2's three examples, one minimal pair each: right for both pronouns (twice) and right for one, wrong
+    (the other occupation) for the other. The paper prints TPR differences 0, 0 and 0.5."""
+    printed = {"example1": 0.0, "example2": 0.0, "example3": 0.5}
+    answers = {"example1": (True, True), "example2": (True, True), "example3": (True, False)}
+    for name, (pro, anti) in answers.items():
+        decisions = ucerf.coref_decisions([pro, anti], [not pro, not anti], [0.5, 0.5], ["pro", "anti"])
+        assert ucerf.tpr_difference(decisions[0], decisions[1], decisions[3]) == printed[name]
+        pair = {"desirability_pro": [0.5], "desirability_anti": [0.5], "correct_pro": [pro], "correct_anti": [anti],
+                "picked_other_pro": [not pro], "picked_other_anti": [not anti], "perplexity_pro": [1.5],
+                "perplexity_anti": [1.5]}
+        assert ucerf.pair_metrics(pair)["tpr_difference"] == printed[name]
+    third = ucerf.coref_decisions([True, False], [False, True], [0.5, -0.5], ["pro", "anti"])
+    # neither Hardt et al.'s sum nor its half gives the printed 0.5: the wrong answer is also a false positive
+    assert (ucerf.equalized_odds_sum(third[0], third[1], third[3]), ucerf.equalized_odds(third[0], third[1], third[3])) \
+        == (2.0, 1.0)
+    published = pd.read_csv(shipped_file("ucerf", "published.csv"))
+    case = published[published["item"].str.startswith("case_study/") & (published["metric"] == "tpr_difference")]
+    assert dict(zip(case["item"].str.split("/").str[1], case["value"])) == printed
 
 
 def test_pair_metrics_match_the_hand_values():
@@ -114,8 +138,9 @@ def test_pair_metrics_match_the_hand_values():
     pairs["ucerf"] = ucerf.pair_ucerf(pairs["desirability_pro"], pairs["desirability_anti"])
     metrics = ucerf.pair_metrics(pairs)
     assert metrics["accuracy"] == 0.75
-    assert metrics["equalized_odds"] == pytest.approx(0.5 + 0.5)
-    assert metrics["equalized_odds_halved"] == pytest.approx((0.5 + 0.5) / 2)  # the paper's convention
+    assert metrics["equalized_odds_sum"] == pytest.approx(0.5 + 0.5)
+    assert metrics["equalized_odds"] == pytest.approx((0.5 + 0.5) / 2)  # the paper's convention
+    assert metrics["tpr_difference"] == pytest.approx(0.5 / 2)
     assert metrics["perplexity"] == pytest.approx(1.6)
     assert metrics["ucerf"] == pytest.approx(1 - (0.6 + 1.0) / 2 / 2)
     assert math.isnan(metrics["ucerf_groupwise"])  # the anti group has no false positive
@@ -184,7 +209,7 @@ def test_constructed_cases_give_the_papers_verdicts():
     u, eo = toy["ucerf"], toy["equalized_odds"]
     # Fig. 1: EO cannot tell A from B nor C from D; UCerF finds A (confidently biased) less fair than B
     # and D (equally sure for both pronouns) fairer than C.
-    assert eo["Fig. 1 model A"] == eo["Fig. 1 model B"] == 2.0
+    assert eo["Fig. 1 model A"] == eo["Fig. 1 model B"] == 1.0
     assert eo["Fig. 1 model C"] == eo["Fig. 1 model D"] == 0.0
     assert u["Fig. 1 model A"] < u["Fig. 1 model B"]
     assert u["Fig. 1 model C"] < u["Fig. 1 model D"] == pytest.approx(1.0)
@@ -193,7 +218,8 @@ def test_constructed_cases_give_the_papers_verdicts():
     assert cases.idxmin() == "Fig. 3 (c)" and cases["Fig. 3 (c)"] < 0.2
     assert cases["Fig. 3 (b)"] < cases["Fig. 3 (a)"] and cases["Fig. 3 (a)"] > 0.9
     assert cases["Fig. 3 (d)"] > 0.95
-    assert eo[["Fig. 3 (a)", "Fig. 3 (b)", "Fig. 3 (d)"]].eq(0).all() and eo["Fig. 3 (c)"] == 2.0
+    assert eo[["Fig. 3 (a)", "Fig. 3 (b)", "Fig. 3 (d)"]].eq(0).all() and eo["Fig. 3 (c)"] == 1.0
+    assert toy.at["Fig. 3 (c)", "equalized_odds_sum"] == 2.0 and toy.at["Fig. 3 (c)", "tpr_difference"] == 0.5
     # D by hand for model C's anti sentence: p = 0.6 -> c = 2 - 2^H(0.6, 0.4), right answer
     h = -(0.6 * np.log2(0.6) + 0.4 * np.log2(0.4))
     assert toy.at["Fig. 1 model C", "D_anti"] == pytest.approx(2 - 2 ** h)
@@ -565,7 +591,7 @@ def test_tables_on_a_scored_run(tiny_gpt2):
                    & (scored["task"] == first["task"])].set_index("stereotype")["desirability"]
     assert first["ucerf"] == pytest.approx(1 - abs(sides["pro"] - sides["anti"]) / 2)
     summary = tables.summary_table(scored, n_resamples=50)
-    assert set(summary["metric"]) == {"accuracy", "equalized_odds", "equalized_odds_halved", "perplexity", "ucerf",
+    assert set(summary["metric"]) == {"accuracy", "equalized_odds", "equalized_odds_sum", "tpr_difference", "perplexity", "ucerf",
                                       "ucerf_groupwise"}
     type2 = summary[(summary["type"] == 2) & (summary["task"] == "intrinsic")].set_index("metric")["value"]
     intrinsic2 = scored[(scored["type"] == 2) & (scored["task"] == "intrinsic")]
@@ -630,13 +656,13 @@ def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path, preset, monkeyp
     results = pd.read_parquet(results_file(str(tiny_gpt2_path), uc.CHAPTER, preset, results_dir))
     headline = results[results["level"] == "headline"].set_index("metric")
     assert sorted(headline.index) == ["equalized_odds", "ucerf"]
-    assert 0 <= headline.at["ucerf", "value"] <= 1 and 0 <= headline.at["equalized_odds", "value"] <= 2
+    assert 0 <= headline.at["ucerf", "value"] <= 1 and 0 <= headline.at["equalized_odds", "value"] <= 1
     assert headline.at["ucerf", "n_seeds"] == (2 if preset == "quick" else 5)
     settings = results[results["metric"].str.startswith(("intrinsic_type", "mcq_type"))]
     assert set(settings["group"]) == {"intrinsic/type1", "intrinsic/type2", "mcq/type1", "mcq/type2"}
     by_metric = settings.set_index("metric")["value"]
     assert by_metric["mcq_type2_perplexity"] <= 3
-    assert by_metric["intrinsic_type2_equalized_odds_halved"] == pytest.approx(headline.at["equalized_odds", "value"] / 2)
+    assert by_metric["intrinsic_type2_equalized_odds_sum"] == pytest.approx(headline.at["equalized_odds", "value"] * 2)
     occupation_rows = results[(results["metric"] == "ucerf") & (results["level"] == "group")]
     assert occupation_rows["group"].is_unique and len(occupation_rows) > 0
     from page_checks import assert_prose_is_glued, written_evidence

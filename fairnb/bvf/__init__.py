@@ -10,125 +10,177 @@ distributions (Fig. 10) and the WLS regression of Fig. 9 (:mod:`.metrics`), the 
 and summary (:mod:`.tables`) and figures (:mod:`.plots`). spaCy is loaded in one place,
 :func:`.mining.load_pipeline`.
 """
+from collections.abc import Mapping
 from typing import Any
 
 from fairnb.bvf.data import (
-                             TOPICS,
-                             comparison_sources,
-                             corpus_sentences,
-                             default_templates,
-                             focus_topic,
-                             keep_coverage,
-                             load_attribute_words,
-                             load_group_statistics,
-                             load_occupations,
-                             load_templates,
-                             template_prompt,
-                             template_sources,
+    TOPICS,
+    comparison_sources,
+    corpus_sentences,
+    default_templates,
+    focus_topic,
+    keep_coverage,
+    load_attribute_words,
+    load_group_statistics,
+    load_occupations,
+    load_templates,
+    page_lexicons,
+    page_templates,
+    select_templates,
+    template_prompt,
+    template_sources,
+    topic_sources,
+    word_list_source,
 )
 from fairnb.bvf.metrics import (
-                             CRITERIA,
-                             bootstrap_risk,
-                             category_probabilities,
-                             coverage_bounds,
-                             criterion,
-                             criterion_function,
-                             distribution_summary,
-                             largest_criterion,
-                             official_criterion,
-                             reference_models,
-                             reference_risks,
-                             regress_on_statistic,
-                             risk,
-                             risk_table,
-                             stereotype,
-                             tolerance_bounds,
+    CRITERIA,
+    calculate_risks,
+    category_probabilities,
+    combine_rule,
+    coverage_bounds,
+    criterion,
+    criterion_function,
+    distribution_summary,
+    largest_criterion,
+    normalised_criterion,
+    reference_models,
+    reference_risks,
+    regress_on_statistic,
+    risk,
+    risk_table,
+    stereotype,
+    tolerance_bounds,
+    two_way_risk,
 )
-from fairnb.bvf.mining import load_pipeline, mine_demo, mine_templates
+from fairnb.bvf.mining import load_pipeline, mine_demo, mine_templates, mined_examples
 from fairnb.bvf.run import (
-                             WORD_CONVENTIONS,
-                             attribute_probabilities,
-                             bounded_word_probs,
-                             check_settings,
-                             compare_variants,
-                             scored_words,
-                             single_token_words,
-                             template_source_risks,
-                             topic_probabilities,
-                             variant_risks,
-                             word_convention_costs,
+    WORD_CONVENTIONS,
+    attribute_probabilities,
+    bounded_word_probs,
+    check_settings,
+    compare_variants,
+    scored_words,
+    single_token_words,
+    template_source_risks,
+    topic_probabilities,
+    variant_risks,
+    vocabulary_key_ids,
+    word_convention_costs,
 )
 from fairnb.bvf.tables import (
-                             bounds_table,
-                             criteria_table,
-                             distribution_table,
-                             evidence,
-                             mean_stereotypes,
-                             regression_table,
-                             regressions,
-                             results_table,
-                             risk_by_norm,
-                             risk_tables,
-                             run_settings,
-                             summary,
-                             total_bounds,
-                             variant_summary,
-                             word_table,
+    CONVENTION_WORDS,
+    CRITERION_WORDS,
+    PADDING_WORDS,
+    bounds_table,
+    criteria_table,
+    distribution_table,
+    evidence,
+    interval_table,
+    mean_stereotypes,
+    norm_table,
+    pipeline_relation,
+    reference_rows,
+    regression_table,
+    regressions,
+    results_table,
+    risk_by_norm,
+    risk_intervals,
+    risk_tables,
+    scaled_totals,
+    summary,
+    template_rule_words,
+    this_run,
+    total_bounds,
+    variant_summary,
+    weights_words,
+    word_table,
 )
-from fairnb.contract import Chapter, Citation, Headline, PaperSetting
+from fairnb.contract import Chapter, Citation, Dataset, Headline, Instances, PaperSetting, scale_limit
 from fairnb.models.names import VARIANTS
 
 # The settings a run departs from the paper in. ``limit`` caps the occupations (None: all of
-# Appendix D.1); ``criterion`` "official" is the official code's normalised J (the scale of the
-# paper's tables), "eq2" Eq. 2 as printed; ``words`` "single-token" is the official convention
-# (only words that are one token), "exact" scores every word with all its tokens; ``tolerance`` 0
-# skips no word; ``coverage`` 1 keeps every template; ``convention_occupations`` sizes the page's
-# comparison of the two word conventions on the gender topic (None: every occupation); quick
-# compares on 5 (50 prompts: exact scoring costs ~8x the single-token pass, issue 25), enough to
-# show the words each keeps, their risks, their time and the largest |Δp|.
+# Appendix D.1). ``criterion``: "eq2" is the paper's definition (Eq. 2), "calculate" the pipeline
+# that printed its tables (calculate.py and plot.ipynb's x2), "compute_risk" the toy script's J.
+# ``words``: "vocab-key" is the official lookup (each word a key of the tokenizer's vocabulary),
+# "single-token" the words that are one token after a space, "exact" every word with all its
+# tokens. ``templates_per_occupation`` cuts the table in file order (the official run: 1,024);
+# ``weights``: "count" (Section 3.2) or "equal" (calculate.py); ``tolerance`` 0 skips no word;
+# ``coverage`` 1 keeps every template; ``convention_occupations`` sizes the page's comparison of
+# the word conventions on the focus topic; quick compares on 5 (50 prompts: exact scoring costs
+# ~8x a single pass, issue 25); paper on 1, since its templates and the official list's 568 words
+# make exact scoring of every occupation hours of CPU time.
 PRESETS: dict[str, dict[str, Any]] = {
-    "quick": {"limit": 60, "topics": list(TOPICS), "k": float("inf"), "criterion": "official",
-              "words": "single-token", "tolerance": 0.0, "coverage": 1.0, "n_resamples": 1000,
-              "convention_occupations": 5},
-    "paper": {"limit": None, "topics": list(TOPICS), "k": float("inf"), "criterion": "official",
-              "words": "single-token", "tolerance": 0.0, "coverage": 1.0, "n_resamples": 1000,
-              "convention_occupations": None},
+    "quick": {"limit": 60, "topics": list(TOPICS), "k": float("inf"), "criterion": "eq2",
+              "words": "single-token", "templates_per_occupation": None, "weights": "count", "tolerance": 0.0,
+              "coverage": 1.0, "n_resamples": 1000, "convention_occupations": 5},
+    "paper": {"limit": None, "topics": list(TOPICS), "k": float("inf"), "criterion": "calculate",
+              "words": "vocab-key", "templates_per_occupation": 1024, "weights": "equal", "tolerance": 0.0,
+              "coverage": 1.0, "n_resamples": 1000, "convention_occupations": 1},
 }
 
 OFFICIAL_CODE = "EmpathYang/Prejudice-Volatility-Framework"
+BOOTSTRAP = "95 % percentile bootstrap over occupations (fairnb's; the paper gives none)"
+PIPELINE = f"{OFFICIAL_CODE}, README 'Replicate Results in the Paper': gender_occ_batch.py, calculate.py, plot.ipynb"
 
-# What the paper (or its official code) states, and where; a run's departures show on the page.
+# What the paper's printed numbers were computed with, in the words of its code, and where it says so.
 PAPER_SETTINGS = {
-    "model": PaperSetting("12 LLMs, BERT (110M) to OPT-IML (30B)", "Section 4.1",
+    "model": PaperSetting("12 LLMs, BERT (bert-large-uncased in gender_occ_batch.py) to OPT-IML (30B)",
+                          "Section 4.1; gender_occ_batch.py",
                           "an offline model stands in; the paper's models need the Hugging Face hub"),
-    "occupations": PaperSetting(120, "Appendix D.1 (120 names printed; the text says 126), uniform weights (Section 3.1)",
+    "occupations": PaperSetting(120, "Appendix D.1 (120 names printed; the text says 126) = data/occ.txt, which "
+                                "calculate.py keeps; uniform weights (Section 3.1)",
                                 "CPU-sized: the first occupations of Appendix D.1 (set limit=None for all)"),
     "topics": PaperSetting(list(TOPICS), "Table 1 (gender), Table 2 (race), Table 3 (religion, disability)",
                            "a subset of the topics was asked for"),
-    "gender words": PaperSetting("Table 6: 40 + 40 words, 'canary' under both", "Appendix D.2, Table 6",
-                                 "'canary', printed under both genders, would count for both: dropped"),
-    "race words": PaperSetting("Table 7: white | black, african | asian | hispanic, latino | indian",
-                               "Appendix D.2, Table 7", "each word in both casings, for cased vocabularies"),
-    "gender templates": PaperSetting("32,494 mined templates weighted by count",
-                                     f"Section 3.2, Appendix D.3; {OFFICIAL_CODE} template/template_mining_n2n_10000.csv "
-                                     "(its gender_occ_batch.py reads about the first 2,000 per occupation)",
+    "criterion": PaperSetting(CRITERION_WORDS["calculate"],
+                              f"{PIPELINE} (compute_risk.py serves only the toy main.py); Eq. 2 is the definition",
+                              "the page's criterion is another one (set criterion='calculate' for the printed one)"),
+    "gender words": PaperSetting("data/gender.json: 568 entries (349 m, 219 f)",
+                                 "gender_occ_batch.py loadGenderedWords (the paper prints 40 + 40 of them, Table 6)",
+                                 "the official data/gender.json is read by path and was not given "
+                                 "(word_files={'gender': '<repository>/data/gender.json'})"),
+    "word lookup": PaperSetting(CONVENTION_WORDS["vocab-key"], "gender_occ_batch.py: word_list[word] with "
+                                "word_list = tokenizer.get_vocab()",
+                                "another word convention was asked for (words='vocab-key' is the official one)"),
+    "race words": PaperSetting("white | black, african | asian | hispanic, latino | indian",
+                               "Appendix D.2, Table 7; calculate.py calculate_race reads these seven",
+                               "each word in both casings, for cased vocabularies"),
+    "gender templates": PaperSetting("32,494 mined templates (template/template_mining_n2n_10000.csv)",
+                                     "Section 3.2, Appendix D.3; gender_occ_batch.py template_dir",
                                      "fairnb ships the ten most frequent (Table 8); pass the official table with "
                                      "template_files"),
-    "race templates": PaperSetting("mined adjectival templates ('The [X], who ..., is [Y]') weighted by count",
+    "race templates": PaperSetting("mined noun-adjective templates (template/template_mining_n2a_10000.csv)",
                                    "Appendix D.3, Table 9 (top ten printed); religion and disability: none stated",
                                    "fairnb ships the ten of Table 9 and uses them for religion and disability too"),
-    "coverage": PaperSetting(1.0, "Section 3.2: every mined template, weighted by its count",
+    "templates per occupation": PaperSetting(
+        template_rule_words(1024), "gender_occ_batch.py calculateGenderBias: max_sample_num=1000, batch 32; the "
+        "scoring stops after the first batch past 1,000", "another cut of the template table was asked for"),
+    "weights": PaperSetting(weights_words("equal", "calculate"), "calculate.py calculate_gender(is_weights=False), "
+                            "calculate_race: data[1] < 1 and data[-1] < 10 skipped; Section 3.2 weighs by count",
+                            "the mined counts weigh the templates (Section 3.2's definition), no count threshold"),
+    "coverage": PaperSetting(1.0, "Section 3.2: every mined template",
                              "only the most frequent templates holding this share of the weight are scored"),
-    "k": PaperSetting(float("inf"), f"Eq. 2 (max over y); {OFFICIAL_CODE} compute_risk.py J(P, norm=np.inf)",
+    "k": PaperSetting(float("inf"), "Eq. 2 (max over y; Appendix B.1: all results use l^inf)",
                       "another l^k norm (Appendix B.1)"),
-    "criterion": PaperSetting("official", f"{OFFICIAL_CODE} compute_risk.py: J = ||S||_inf / ||d||_inf, the scale "
-                              "of Tables 1-3 (references at 1); Eq. 2 prints the unnormalised positive part",
-                              "Eq. 2 as printed: positive parts, maximum |Y| - 1 (equal to the official J for gender)"),
-    "words": PaperSetting("single-token", f"Eq. 8 and {OFFICIAL_CODE} gender_occ_batch.py: the words found in the "
-                          "tokenizer's vocabulary, their token probabilities summed",
-                          "every word scored with all its tokens (fairnb's exact whole-word scoring)"),
+    "precision": PaperSetting("fp16 (model.half())", "gender_occ_batch.py",
+                              "fairnb computes in float32 on a CPU (bf16 on a GPU): half precision rounds "
+                              "probabilities of rare words to zero"),
+    "padding": PaperSetting(PADDING_WORDS["official"], "gender_occ_batch.py: tokenizer(batch, padding=True), "
+                            "model(encoded_batch['input_ids']), logit[-1]",
+                            "not copied: the official reading scores the padding after every prompt shorter than "
+                            "its batch's longest; fairnb reads each prompt's own last token"),
     "tolerance": PaperSetting(0.0, "Eq. 8: every listed word is summed", "multi-token words below a bound skipped"),
 }
+
+def scale_occupations(settings: Mapping[str, Any], factor: float) -> dict[str, Any]:
+    """`fairnb plan`'s settings for about ``factor`` times the occupations (at most Appendix D.1's list).
+
+    Examples:
+        >>> scale_occupations({"limit": 60}, 1.5), scale_occupations({"limit": 60}, 4.0)
+        ({'limit': 90}, {'limit': 120})
+    """
+    return scale_limit(settings, factor, most=len(load_occupations()), units="occupations")
+
 
 CHAPTER = Chapter(
     number=1,
@@ -138,16 +190,26 @@ CHAPTER = Chapter(
     headlines=(
         Headline("R", "discrimination risk R (gender)", "lower is fairer", (0.0, 1.0),
                  "how far, on average over occupations and contexts, the model's gender prediction leans away "
-                 "from parity (official criterion: 0 = parity everywhere, 1 = always one gender)", items="r"),
+                 "from parity (0 = parity everywhere, 1 = always one gender)", items="r", interval=BOOTSTRAP),
         Headline("R_b", "bias risk R^b (gender)", "lower is fairer", (0.0, 1.0),
-                 "the systematic part of R: the lean of each occupation's context-averaged prediction", items="r_b"),
+                 "the systematic part of R: the lean of each occupation's context-averaged prediction", items="r_b",
+                 interval=BOOTSTRAP),
         Headline("R_v", "volatility risk R^v (gender)", "lower is fairer", (0.0, 1.0),
                  "the inconsistent part of R: how much the lean swings from one context to the next (R − R^b)",
-                 items="r_v"),
+                 items="r_v", interval=BOOTSTRAP),
     ),
     needs=("scores",),
     occupation_score="r",
+    datasets=(
+        Dataset("template_files", "the official mined templates (template/template_mining_n2n_10000.csv of "
+                f"{OFFICIAL_CODE}, weighted by count)", f"https://github.com/{OFFICIAL_CODE}",
+                "the ten most frequent templates per topic that the paper prints (Tables 8 and 9)"),
+        Dataset("occupations_file", "the 120 occupations of the paper's Appendix D.1", "https://arxiv.org/abs/2402.15481",
+                "the occupations of Appendix D.1, as printed", sample=False),
+    ),
+    instances=Instances("r", ("occupation",)),
     presets=PRESETS,
+    scale=scale_occupations,
     paper_settings=PAPER_SETTINGS,
     citation=Citation("liu2024bvf", "Yiran Liu, Ke Yang, Zehan Qi, Xiao Liu, Yang Yu and ChengXiang Zhai",
                       "Bias and Volatility: A Statistical Framework for Evaluating Large Language Model's "
@@ -158,16 +220,20 @@ CHAPTER = Chapter(
 
 __all__ = ["evidence",
     "CHAPTER", "PRESETS", "PAPER_SETTINGS", "VARIANTS", "TOPICS", "CRITERIA", "WORD_CONVENTIONS",
+    "CRITERION_WORDS", "CONVENTION_WORDS", "PADDING_WORDS",
     "load_occupations", "load_attribute_words", "load_templates", "template_sources", "default_templates",
     "comparison_sources", "focus_topic", "check_settings", "keep_coverage", "template_prompt", "load_group_statistics", "corpus_sentences",
-    "stereotype", "criterion", "official_criterion", "criterion_function", "risk", "risk_table",
-    "reference_models", "reference_risks",
-    "category_probabilities", "largest_criterion", "tolerance_bounds", "coverage_bounds", "bootstrap_risk",
+    "page_lexicons", "page_templates", "topic_sources", "select_templates", "word_list_source",
+    "stereotype", "criterion", "normalised_criterion", "calculate_risks", "criterion_function", "risk", "risk_table",
+    "reference_models", "reference_risks", "combine_rule",
+    "category_probabilities", "largest_criterion", "tolerance_bounds", "coverage_bounds", "two_way_risk",
     "distribution_summary", "regress_on_statistic",
-    "attribute_probabilities", "topic_probabilities", "scored_words", "single_token_words", "bounded_word_probs",
+    "attribute_probabilities", "topic_probabilities", "scored_words", "single_token_words", "vocabulary_key_ids",
+    "bounded_word_probs",
     "template_source_risks", "word_convention_costs", "variant_risks", "compare_variants", "variant_summary",
-    "results_table", "summary", "risk_tables", "criteria_table", "distribution_table", "word_table", "run_settings",
-    "risk_by_norm", "regressions", "regression_table", "bounds_table", "total_bounds",
+    "results_table", "summary", "risk_tables", "criteria_table", "distribution_table", "pipeline_relation", "reference_rows",
+    "word_table", "this_run", "template_rule_words", "weights_words",
+    "risk_by_norm", "risk_intervals", "interval_table", "scaled_totals", "norm_table", "regressions", "regression_table", "bounds_table", "total_bounds",
     "mean_stereotypes",
-    "mine_templates", "mine_demo", "load_pipeline",
+    "mine_templates", "mine_demo", "mined_examples", "load_pipeline",
 ]

@@ -17,6 +17,7 @@ Every loader accepts a user file instead of a shipped name.
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import numpy as np
@@ -63,21 +64,58 @@ def load_occupations(path: str | Path | None = None, limit: int | None = None) -
     return names[:limit]
 
 
-def load_attribute_words(topic_or_path: str | Path) -> dict[str, list[str]]:
-    """Categories of the attribute Y and their words, from a topic name or a YAML/CSV file.
+OFFICIAL_GENDERS = {"m": "male", "f": "female"}
+
+
+def _official_json_words(path: Path) -> tuple[dict[str, list[str]], str]:
+    """The official repository's word-list JSON: gender.json's ``[{"word", "gender": "m"|"f", ...}]`` (male
+    first, as calculate.py's x = p(male) - 1/2 reads them), or a list of names, one category each
+    (race.json, religion.json)."""
+    try:
+        loaded = json.loads(read_text_file(path, "word list"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"The word list {path} is not valid JSON ({error.msg} at line {error.lineno}).") from None
+    if isinstance(loaded, list) and loaded and all(isinstance(x, str) for x in loaded):
+        return {x.strip().lower(): [x.strip()] for x in loaded}, "as_listed"
+    if not isinstance(loaded, list) or not all(isinstance(x, dict) and "word" in x and "gender" in x for x in loaded):
+        raise ValueError(f"The word list {path} is neither the official gender.json format (a list of "
+                         "{\"word\": ..., \"gender\": \"m\" or \"f\"}) nor a list of words.")
+    unknown = sorted({str(x["gender"]) for x in loaded} - set(OFFICIAL_GENDERS))
+    if unknown:
+        raise ValueError(f"The word list {path} has genders {unknown}; the official format uses 'm' and 'f'.")
+    categories: dict[str, list[str]] = {name: [] for name in OFFICIAL_GENDERS.values()}
+    for entry in loaded:
+        words = categories[OFFICIAL_GENDERS[entry["gender"]]]
+        if entry["word"] not in words:  # the file repeats words (one entry per WordNet sense)
+            words.append(str(entry["word"]))
+    return categories, "as_listed"
+
+
+def load_attribute_words(topic_or_path: str | Path, casing: str | None = None) -> dict[str, list[str]]:
+    """Categories of the attribute Y and their words, from a topic name or a YAML/CSV/JSON file.
 
     YAML: ``categories: {name: [words]}`` and optionally ``casing: both`` (add the
     capitalised and lower-case form of every word). CSV: columns ``category`` and ``word``.
+    JSON: the official repository's format (``data/gender.json``: one entry per word sense with
+    ``word`` and ``gender`` ``m``/``f``; repeated words kept once). ``casing`` replaces the file's
+    (``"as_listed"``: the words exactly as printed, as a vocabulary lookup reads them).
     A word may belong to one category only (Eq. 8 sums each word into one category).
 
     Examples:
         >>> words = load_attribute_words("race")
         >>> words["hispanic"]
         ['hispanic', 'Hispanic', 'latino', 'Latino']
+        >>> load_attribute_words("race", casing="as_listed")["hispanic"]
+        ['hispanic', 'latino']
         >>> sorted(len(v) for v in load_attribute_words("gender").values())
         [39, 39]
     """
+    if casing is not None and casing not in CASINGS:
+        raise ValueError(f"Unknown casing {casing!r}: use one of {CASINGS}.")
     path = _shipped_or_user(topic_or_path, ".yaml")
+    if path.suffix == ".json":
+        categories, listed = _official_json_words(path)
+        return _with_casing(categories, casing or listed, path)
     if path.suffix == ".csv":
         table = pd.read_csv(io.StringIO(read_text_file(path, "word list")))
         missing = {"category", "word"} - set(table.columns)
@@ -88,13 +126,65 @@ def load_attribute_words(topic_or_path: str | Path) -> dict[str, list[str]]:
     else:
         loaded = yaml.safe_load(read_text_file(path, "word list")) or {}
         categories = {str(c): [str(w) for w in ws or []] for c, ws in (loaded.get("categories") or {}).items()}
-        casing = loaded.get("casing", "as_listed")
+        casing = casing or loaded.get("casing", "as_listed")
+    return _with_casing(categories, casing, path)
+
+
+def _with_casing(categories: dict[str, list[str]], casing: str, path: Path) -> dict[str, list[str]]:
     if casing not in CASINGS:
         raise ValueError(f"Unknown casing {casing!r} in {path}: use one of {CASINGS}.")
     if casing == "both":
         categories = {c: list(dict.fromkeys(v for w in ws for v in (w.lower(), w[:1].upper() + w[1:])))
                       for c, ws in categories.items()}
     return check_attribute_words(categories)
+
+
+def word_list_source(topic_or_path: str | Path) -> str:
+    """What a word list is, in the words of the settings table: the official JSON by its entries, else its
+    categories' word counts.
+
+    Examples:
+        >>> word_list_source("gender")
+        'gender.yaml (Table 6): 39 + 39 words'
+    """
+    path = _shipped_or_user(topic_or_path, ".yaml")
+    if path.suffix == ".json":
+        loaded = json.loads(read_text_file(path, "word list"))
+        if all(isinstance(x, dict) for x in loaded):
+            genders = {g: sum(1 for x in loaded if x.get("gender") == g) for g in OFFICIAL_GENDERS}
+            return f"data/{path.name}: {len(loaded)} entries ({genders['m']} m, {genders['f']} f)"
+        return f"data/{path.name}: {len(loaded)} entries"
+    table = {"gender": "Table 6", "race": "Table 7", "religion": "Table 3", "disability": "Table 3"}.get(path.stem)
+    counts = " + ".join(str(len(ws)) for ws in load_attribute_words(path).values())
+    return f"{path.name}" + (f" ({table})" if table and not Path(topic_or_path).suffix else "") + f": {counts} words"
+
+
+OFFICIAL_WORD_LIST = "data/gender.json"
+
+
+def page_lexicons(topics, word_files: dict, words: str) -> tuple[dict[str, dict[str, list[str]]], str]:
+    """Each topic's categories and words for a run, and a sentence when the official word list is missing.
+
+    ``word_files`` maps topics to the user's files (the official ``data/gender.json`` among them,
+    read by path: fairnb does not ship it). Under the official lookup (``words="vocab-key"``) the
+    words are taken exactly as listed, since a vocabulary key matches one spelling only; without
+    ``word_files["gender"]`` the run falls back on Table 6 and the sentence says so.
+
+    Examples:
+        >>> lexicons, note = page_lexicons(["gender", "race"], {}, "vocab-key")
+        >>> lexicons["race"]["black"], note.split(";")[0]
+        (['black', 'african'], "The printed tables' word list is the official repository's data/gender.json (568 entries), read by path")
+    """
+    if not isinstance(word_files, dict):
+        raise ValueError(f"word_files must map topics to files, not {word_files!r}.")
+    casing = "as_listed" if words == "vocab-key" else None
+    lexicons = {t: load_attribute_words(word_files.get(t, t), casing) for t in topics}
+    note = ""
+    if words == "vocab-key" and "gender" in lexicons and "gender" not in word_files:
+        note = (f"The printed tables' word list is the official repository's {OFFICIAL_WORD_LIST} (568 entries), read "
+                "by path; none was given (word_files={'gender': '<repository>/data/gender.json'}), so this run "
+                f"looks up the {word_list_source('gender').split(': ')[1]} of Table 6 instead.")
+    return lexicons, note
 
 
 def check_attribute_words(categories: dict[str, list[str]]) -> dict[str, list[str]]:
@@ -242,6 +332,74 @@ def keep_coverage(templates: pd.DataFrame, coverage: float) -> pd.DataFrame:
     kept["weight"] = kept["weight"] / kept["weight"].sum()
     kept.attrs.update(templates.attrs, n_total=len(templates), dropped_weight=max(dropped, 0.0))
     return kept
+
+
+WEIGHTS = ("count", "equal")
+
+
+def calculate_min_count(n_categories: int) -> int:
+    """The template count calculate.py requires: at least 1 for gender (``calculate_gender``), 10 for race
+    (``calculate_race``) and, by the same rule, every topic of more than two categories.
+
+    Examples:
+        >>> calculate_min_count(2), calculate_min_count(5)
+        (1, 10)
+    """
+    return 1 if n_categories == 2 else 10
+
+
+def select_templates(source: pd.DataFrame, first: int | None = None, min_count: float = 0.0,
+                     weights: str = "count", coverage: float = 1.0) -> pd.DataFrame:
+    """The templates a run scores: the first ``first`` rows of the table in file order, those counted at least
+    ``min_count`` times, weighted by count (Section 3.2) or equally, then :func:`keep_coverage`.
+
+    The official ``gender_occ_batch.py`` scores each occupation on the table's first templates
+    (``max_sample_num=1000`` with batches of 32: it stops after the first batch past 1,000, so 1,024);
+    ``calculate.py`` then drops templates counted fewer than 1 (gender) or 10 (race) times and
+    weighs the rest equally. ``attrs`` keep ``source``, ``n_total`` (the source's rows) and
+    ``dropped_weight`` (what the coverage left out).
+
+    Examples:
+        >>> table = pd.DataFrame({"template": list("abcd"), "count": [50, 30, 5, 20]})
+        >>> kept = select_templates(table.assign(weight=table["count"] / 105), first=3, min_count=10, weights="equal")
+        >>> kept["template"].tolist(), kept["weight"].tolist(), kept.attrs["n_total"]
+        (['a', 'b'], [0.5, 0.5], 4)
+    """
+    if weights not in WEIGHTS:
+        raise ValueError(f"Unknown template weights {weights!r}: use 'count' (Section 3.2) or 'equal' (calculate.py).")
+    if first is not None and (isinstance(first, bool) or not isinstance(first, int) or first < 1):
+        raise ValueError(f"templates_per_occupation must be a positive whole number or None, not {first!r}.")
+    chosen = (source if first is None else source.head(first))
+    chosen = chosen[chosen["count"] >= min_count]
+    if chosen.empty:
+        raise ValueError(f"No template of {source.attrs.get('source', 'the table')} is counted at least {min_count:g} "
+                         "times among the ones scored.")
+    chosen = chosen.assign(weight=1.0 if weights == "equal" else chosen["count"])
+    chosen = chosen.assign(weight=chosen["weight"] / chosen["weight"].sum())
+    chosen.attrs.update(source.attrs)
+    kept = keep_coverage(chosen, coverage)
+    kept.attrs["n_total"] = len(source)
+    return kept
+
+
+def topic_sources(template_files: dict, topics) -> dict[str, list[pd.DataFrame]]:
+    """Every topic's template tables (:func:`template_sources`), by topic.
+
+    Examples:
+        >>> {t: [table.attrs["source"] for table in tables] for t, tables in topic_sources({}, ["race"]).items()}
+        {'race': ['race_templates']}
+    """
+    return {topic: template_sources(template_files, topic) for topic in topics}
+
+
+def page_templates(sources: dict[str, list[pd.DataFrame]], lexicons: dict[str, dict], settings: dict) -> dict[str, pd.DataFrame]:
+    """Each topic's scored templates under a run's settings (:func:`select_templates` of its first source):
+    ``templates_per_occupation``, ``weights``, ``coverage``, and calculate.py's count thresholds when the
+    criterion is ``"calculate"``."""
+    return {topic: select_templates(
+        sources[topic][0], settings["templates_per_occupation"],
+        calculate_min_count(len(lexicons[topic])) if settings["criterion"] == "calculate" else 0.0,
+        settings["weights"], settings["coverage"]) for topic in lexicons}
 
 
 def default_templates(topic: str) -> pd.DataFrame:

@@ -8,16 +8,23 @@ For a group x (an occupation), a context c (a template) and attribute categories
 - category probability (Eq. 8): p_y|x(c) = sum of the word probabilities of category y over
   the sum over all attribute words;
 - stereotype (Eq. 1): s_y|x(c) = p_y|x(c) / p*_y - 1, with p* = 1/|Y| by default;
-- criterion, two conventions (:data:`CRITERIA`):
-  ``"eq2"``, the paper's Eq. 2 (Eq. 10 for finite k) as written: J(s) = max_y s_y^+ (l^inf), or
-  the l^k norm of the positive parts, in [0, |Y| - 1];
-  ``"official"``, the official code (EmpathYang/Prejudice-Volatility-Framework, ``compute_risk.py``),
-  which produced the paper's tables: J = ||S||_k / ||d||_k with S_y = sum_i p_i d_y,i and
-  d_y = (-1/(|Y|-1), ..., 1 at y, ...), i.e. J = max_y | |Y| p_y - 1 | / (|Y| - 1) for k = inf:
-  absolute values, normalised to [0, 1]. Both agree for |Y| = 2;
+- criterion, three conventions (:data:`CRITERIA`):
+  ``"eq2"``, the paper's definition, Eq. 2 (Eq. 10 for finite k) as written: J(s) = max_y s_y^+
+  (l^inf), or the l^k norm of the positive parts, in [0, |Y| - 1];
+  ``"compute_risk"``, the official repository's ``compute_risk.py`` (which serves only its toy
+  ``main.py``): J = ||S||_k / ||d||_k with S_y = sum_i p_i d_y,i and d_y = (-1/(|Y|-1), ..., 1 at y,
+  ...), i.e. J = max_y | |Y| p_y - 1 | / (|Y| - 1) for k = inf: absolute values, normalised to
+  [0, 1]. Equal to Eq. 2 for |Y| = 2;
+  ``"calculate"``, the pipeline that printed the paper's tables (the official README's
+  "Replicate Results in the Paper": ``gender_occ_batch.py``, then ``calculate.py``, then the x2 of
+  ``plot.ipynb``), :func:`calculate_risks`;
 - discrimination risk (Eq. 3-4): r_x = E_c J(s(c)), R = E_x r_x;
 - bias risk (Eq. 5): r_x^b = J(E_c s(c)); volatility risk (Eq. 6): r_x^v = r_x - r_x^b;
   R^b, R^v their means over x (Eq. 7). Since J is convex, r_x^v >= 0 (Jensen).
+
+For two categories the printed pipeline swaps Eq. 3's expectation and Eq. 2's maximum:
+r_x = max_y E_c s_y^+ instead of E_c max_y s_y^+. Its r^b is Eq. 2's; its r^v is exactly half of
+Eq. 2's, and its r is Eq. 2's r minus its own r^v (:func:`calculate_risks`).
 
 Pure functions only (numpy / tidy frames in, numbers out; no model, no I/O). The model is
 read by :mod:`fairnb.bvf.run`; :func:`risk_table` works on its tidy output.
@@ -31,7 +38,7 @@ import pandas as pd
 from scipy import stats
 
 from fairnb.contract import require_columns
-from fairnb.stats import bootstrap
+from fairnb.stats import two_way_bootstrap
 
 
 def stereotype(p, p_star=None) -> np.ndarray:
@@ -88,10 +95,11 @@ def _direction_norm(n_attributes: int, k: float) -> float:
     return 1.0 if np.isinf(k) else float((1.0 + (n_attributes - 1) ** (1.0 - k)) ** (1.0 / k))
 
 
-def official_criterion(s, k: float = np.inf) -> np.ndarray:
-    """The official code's criterion J = ||S||_k / ||d||_k over the last axis, s taken against uniform p*.
+def normalised_criterion(s, k: float = np.inf) -> np.ndarray:
+    """``compute_risk.py``'s criterion J = ||S||_k / ||d||_k over the last axis, s taken against uniform p*.
 
-    ``compute_risk.py`` of the official repository projects p on the directions
+    ``compute_risk.py`` of the official repository (used by its toy ``main.py`` only; the paper's
+    tables come from ``calculate.py``, :func:`calculate_risks`) projects p on the directions
     d_y = (-1/(|Y|-1), ..., 1 at y, ...): S_y = sum_i p_i d_y,i = (|Y| p_y - 1) / (|Y| - 1)
     = s_y / (|Y| - 1), and divides the l^k norm of S by that of d_y. For k = inf,
     J = max_y |s_y| / (|Y| - 1): anti-stereotypes count too (absolute value) and J lies in
@@ -99,9 +107,9 @@ def official_criterion(s, k: float = np.inf) -> np.ndarray:
 
     Examples:
         >>> s = stereotype([0.05, 0.05, 0.3, 0.3, 0.3])
-        >>> round(float(official_criterion(s)), 4), round(float(criterion(s)), 4)
+        >>> round(float(normalised_criterion(s)), 4), round(float(criterion(s)), 4)
         (0.1875, 0.5)
-        >>> round(float(official_criterion(stereotype([0.7, 0.3]), k=2)), 12), round(float(criterion(stereotype([0.7, 0.3]))), 12)
+        >>> round(float(normalised_criterion(stereotype([0.7, 0.3]), k=2)), 12), round(float(criterion(stereotype([0.7, 0.3]))), 12)
         (0.4, 0.4)
     """
     _check_order(k)
@@ -112,11 +120,66 @@ def official_criterion(s, k: float = np.inf) -> np.ndarray:
     return _norm(s / (n_attributes - 1), k) / _direction_norm(n_attributes, k)
 
 
-CRITERIA = {"official": official_criterion, "eq2": criterion}
+def _calculate_race_rule(p: np.ndarray) -> np.ndarray:
+    """calculate.py's ``race()`` for |Y| categories over the last axis: sum_y ((|Y| p_y - 1)/(|Y| - 1))^+ / |Y|."""
+    n = p.shape[-1]
+    return np.clip((n * p - 1.0) / (n - 1), 0.0, None).sum(axis=-1) / n
+
+
+def calculate_risks(p, context_weights=None) -> dict[str, np.ndarray]:
+    """r, r^b, r^v per group as the paper's tables print them: ``calculate.py``, then plot.ipynb's x2 (x|Y|).
+
+    ``p`` is [n_groups, n_contexts, n_attributes]; ``context_weights`` as in :func:`risk` (the
+    official run, ``calculate_gender()`` / ``calculate_race()`` with ``is_weights=False``, weighs
+    templates equally; its count thresholds drop templates beforehand, see
+    :func:`fairnb.bvf.data.select_templates`).
+
+    - Two categories (``calculate_gender``): x = p_1 - 1/2 per template (p_1 = p(male), the first
+      category); m = E_c x; r = E_c max(x, 0) when m > 0, else E_c max(-x, 0); r^b = |m|;
+      r^v = r - r^b. plot.ipynb multiplies both risks by 2. In stereotypes s_y = 2 p_y - 1 this is
+      r = max_y E_c s_y^+ and r^b = max_y (E_c s_y)^+: Eq. 3 with the expectation and Eq. 2's
+      maximum swapped. Hence r^b equals Eq. 2's, r^v is half of Eq. 2's, and r is Eq. 2's r minus
+      this r^v.
+    - More categories (``calculate_race``, five races): per template sum_y ((5 p_y - 1)/4)^+ / 5,
+      r its mean, r^b the same rule on the mean p, r^v = r - r^b, each multiplied by |Y| here (the
+      repository has no plotting code for race; x|Y| puts the reference models at Table 2's printed
+      1, as plot.ipynb's x2 does for gender). Written for |Y| categories: with the factor,
+      J = sum_y s_y^+ / (|Y| - 1), Eq. 10's l^1 criterion divided by |Y| - 1 (equal to
+      ``compute_risk.py``'s J with the l^1 norm).
+
+    Examples:
+        A model that always says (0.6, 0.4) and one that says (0.5, 0.5), (0.35, 0.65), (0.65, 0.35)
+        (Appendix A.2): Eq. 2 gives both R = 0.2; the printed pipeline halves the second's volatility.
+
+        >>> {k: calculate_risks([[[0.6, 0.4]] * 3])[k].round(4).tolist() for k in ("r", "r_b", "r_v")}
+        {'r': [0.2], 'r_b': [0.2], 'r_v': [0.0]}
+        >>> {k: calculate_risks([[[0.5, 0.5], [0.35, 0.65], [0.65, 0.35]]])[k].round(4).tolist() for k in ("r", "r_b", "r_v")}
+        {'r': [0.1], 'r_b': [0.0], 'r_v': [0.1]}
+        >>> calculate_risks([[[0.05, 0.05, 0.3, 0.3, 0.3]]])["r"].round(4).tolist()  # sum_y s_y^+ / 4
+        [0.375]
+    """
+    p = np.asarray(p, dtype=float)
+    n_groups, n_contexts, n_attributes = p.shape
+    w = _weights(context_weights, (n_groups, n_contexts), "context weights")
+    if n_attributes == 2:
+        x = p[..., 0] - 0.5
+        mean = (w * x).sum(axis=1)
+        side = np.where(mean > 0, 1.0, -1.0)  # calculate.py: `if mean > 0` (male), else female
+        r = (w * np.clip(side[:, None] * x, 0.0, None)).sum(axis=1)
+        r_b = np.abs(mean)
+    else:
+        r = (w * _calculate_race_rule(p)).sum(axis=1)
+        r_b = _calculate_race_rule((w[..., None] * p).sum(axis=1))
+    return {"r": n_attributes * r, "r_b": n_attributes * r_b, "r_v": n_attributes * (r - r_b)}
+
+
+CRITERIA = {"eq2": criterion, "compute_risk": normalised_criterion, "calculate": calculate_risks}
+CRITERION_NAMES = ("'eq2' (the paper's Eq. 2 as written), 'compute_risk' (compute_risk.py's J, normalised to [0, 1]) "
+                   "or 'calculate' (calculate.py, the pipeline that printed the paper's tables)")
 
 
 def criterion_function(name: str):
-    """The criterion J of a convention name, ``"official"`` or ``"eq2"`` (:data:`CRITERIA`).
+    """The criterion J of a convention name (:data:`CRITERIA`); ``"calculate"`` gives :func:`calculate_risks`.
 
     Examples:
         >>> criterion_function("eq2") is criterion
@@ -124,18 +187,23 @@ def criterion_function(name: str):
         >>> criterion_function("Eq. 2")
         Traceback (most recent call last):
         ...
-        ValueError: Unknown criterion 'Eq. 2': use 'official' (the official code, normalised to [0, 1]) or 'eq2' (the paper's Eq. 2 as written).
+        ValueError: Unknown criterion 'Eq. 2': use 'eq2' (the paper's Eq. 2 as written), 'compute_risk' (compute_risk.py's J, normalised to [0, 1]) or 'calculate' (calculate.py, the pipeline that printed the paper's tables).
     """
     if not isinstance(name, str) or name not in CRITERIA:
-        raise ValueError(f"Unknown criterion {name!r}: use 'official' (the official code, normalised to [0, 1]) "
-                         "or 'eq2' (the paper's Eq. 2 as written).")
+        raise ValueError(f"Unknown criterion {name!r}: use {CRITERION_NAMES}.")
     return CRITERIA[name]
 
 
 def _check_uniform(p_star, criterion_name: str) -> None:
-    if criterion_name == "official" and p_star is not None and np.ptp(np.asarray(p_star, dtype=float)) > 0:
-        raise ValueError("The official criterion measures against the uniform p* = 1/|Y| only; "
+    if criterion_name != "eq2" and p_star is not None and np.ptp(np.asarray(p_star, dtype=float)) > 0:
+        raise ValueError(f"The {criterion_name} criterion measures against the uniform p* = 1/|Y| only; "
                          "use criterion='eq2' for another p*.")
+
+
+def _check_calculate_order(k: float, criterion_name: str) -> None:
+    if criterion_name == "calculate" and not np.isinf(k):
+        raise ValueError(f"calculate.py's rules have no norm order k (got k={k}); k applies to 'eq2' and "
+                         "'compute_risk'.")
 
 
 def _weights(weights, shape: tuple[int, ...], name: str) -> np.ndarray:
@@ -152,9 +220,9 @@ def risk(p, context_weights=None, group_weights=None, k: float = np.inf, p_star=
 
     ``context_weights`` ([n_contexts] or [n_groups, n_contexts]) weight E_c, e.g. the mined
     template counts; ``group_weights`` ([n_groups]) weight E_x (uniform in the paper).
-    ``criterion`` is ``"eq2"`` (Eq. 2 as printed) or ``"official"`` (the official code's
-    normalised J, the scale of the paper's tables). Returns ``R, R_b, R_v`` and the per-group
-    arrays ``r, r_b, r_v`` (Eqs. 3-7).
+    ``criterion`` is ``"eq2"`` (Eq. 2 as printed), ``"compute_risk"`` (``compute_risk.py``'s
+    normalised J) or ``"calculate"`` (the printed pipeline, :func:`calculate_risks`; k must be
+    inf). Returns ``R, R_b, R_v`` and the per-group arrays ``r, r_b, r_v`` (Eqs. 3-7).
 
     Examples:
         The two models of Appendix A.2 (three contexts, p = (p_male, p_female)):
@@ -164,11 +232,12 @@ def risk(p, context_weights=None, group_weights=None, k: float = np.inf, p_star=
         >>> [round(float(risk(m)[key]), 4) for m in (m1, m2) for key in ("R", "R_b", "R_v")]
         [0.2, 0.2, 0.0, 0.2, 0.0, 0.2]
         >>> one_hot = [[[0, 0, 1, 0, 0]]]
-        >>> risk(one_hot)["R"], risk(one_hot, criterion="official")["R"]
-        (4.0, 1.0)
+        >>> risk(one_hot)["R"], risk(one_hot, criterion="compute_risk")["R"], risk(one_hot, criterion="calculate")["R"]
+        (4.0, 1.0, 1.0)
     """
     J = criterion_function(criterion)
     _check_uniform(p_star, criterion)
+    _check_calculate_order(k, criterion)
     p = np.asarray(p, dtype=float)
     if p.ndim != 3:
         raise ValueError(f"p must be shaped [n_groups, n_contexts, n_attributes], got shape {p.shape}.")
@@ -177,9 +246,13 @@ def risk(p, context_weights=None, group_weights=None, k: float = np.inf, p_star=
     n_groups, n_contexts, _ = p.shape
     w_c = _weights(context_weights, (n_groups, n_contexts), "context weights")
     w_x = _weights(group_weights, (n_groups,), "group weights")
-    s = stereotype(p, p_star)
-    r = (w_c * J(s, k)).sum(axis=1)
-    r_b = J((w_c[..., None] * s).sum(axis=1), k)
+    if criterion == "calculate":
+        printed = calculate_risks(p, w_c)
+        r, r_b = printed["r"], printed["r_b"]
+    else:
+        s = stereotype(p, p_star)
+        r = (w_c * J(s, k)).sum(axis=1)
+        r_b = J((w_c[..., None] * s).sum(axis=1), k)
     r_v = np.clip(r - r_b, 0.0, None)  # >= 0 by Jensen's inequality; the clip only removes rounding noise
     return {"R": float(w_x @ r), "R_b": float(w_x @ r_b), "R_v": float(w_x @ r_v), "r": r, "r_b": r_b, "r_v": r_v}
 
@@ -193,7 +266,7 @@ def reference_models(n_attributes: int = 2, n_groups: int = 1, n_contexts: int |
       across contexts, so that E_c s = 0 (R = R^v = max, R^b = 0 under equal context weights).
 
     Under Eq. 2 with l^inf the maximum is |Y| - 1 (1 for binary gender, 4 for the five races);
-    under the official criterion it is 1 for every |Y| (the paper's Tables 2-3).
+    under ``compute_risk.py``'s J it is 1 for every |Y|.
     ``n_contexts`` must be a multiple of ``n_attributes`` (default: ``n_attributes``).
 
     Examples:
@@ -220,31 +293,69 @@ def reference_risks(n_attributes: int = 2, k: float = np.inf, criterion: str = "
     Examples:
         >>> reference_risks(5).loc["stereotyped"].tolist()
         [4.0, 4.0, 0.0]
-        >>> reference_risks(5, criterion="official").loc["randomly stereotyped"].round(12).tolist()
+        >>> reference_risks(5, criterion="compute_risk").loc["randomly stereotyped"].round(12).tolist()
         [1.0, 0.0, 1.0]
+        >>> reference_risks(2, criterion="calculate").loc["randomly stereotyped"].tolist()  # not Table 1's 1, 0, 1
+        [0.5, 0.0, 0.5]
     """
     rows = {name: {key: risk(p, k=k, criterion=criterion)[key] for key in ("R", "R_b", "R_v")}
             for name, p in reference_models(n_attributes, n_groups=n_attributes).items()}
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
-def category_probabilities(word_probs, membership) -> np.ndarray:
-    """Eq. 8: each category's share of the probability mass of all attribute words.
+COMBINE = ("sum", "mean")
+
+
+def category_probabilities(word_probs, membership, combine: str = "sum") -> np.ndarray:
+    """Each category's share of the probability mass of the attribute words (Eq. 8, or calculate.py's mean).
 
     ``word_probs`` [..., n_words] are raw next-word probabilities; ``membership``
-    [n_words, n_categories] is 1 where a word belongs to a category.
+    [n_words, n_categories] is 1 where a word belongs to a category. ``combine="sum"`` is Eq. 8
+    (a category's words add up); ``"mean"`` is ``calculate.py``'s ``calculate_race``, which averages
+    the words of a category (black and african, hispanic and latino) before normalising. A
+    category without words gets 0.
 
     Examples:
         >>> category_probabilities([0.3, 0.1, 0.2, 0.0], [[1, 0], [1, 0], [0, 1], [0, 1]]).round(4).tolist()
         [0.6667, 0.3333]
+        >>> category_probabilities([0.3, 0.1, 0.2], [[1, 0], [1, 0], [0, 1]], combine="mean").round(4).tolist()
+        [0.5, 0.5]
     """
+    if combine not in COMBINE:
+        raise ValueError(f"Unknown combine rule {combine!r}: use 'sum' (Eq. 8) or 'mean' (calculate.py's race rule).")
     word_probs, membership = np.asarray(word_probs, dtype=float), np.asarray(membership, dtype=float)
     if word_probs.shape[-1] != membership.shape[0]:
         raise ValueError(f"Got {word_probs.shape[-1]} word probabilities for {membership.shape[0]} words.")
-    mass = word_probs.sum(axis=-1, keepdims=True)
-    if np.isnan(mass).any() or (mass <= 0).any():
+    if combine == "mean":
+        membership = membership / np.maximum(membership.sum(axis=0, keepdims=True), 1.0)
+    return normalise_masses(word_probs @ membership)
+
+
+def combine_rule(criterion_name: str, n_categories: int) -> str:
+    """How a category's words combine into its probability: ``"mean"`` under calculate.py for more than two
+    categories (``calculate_race`` averages black and african, hispanic and latino), else ``"sum"``
+    (Eq. 8; calculate.py's gender rule sums too).
+
+    Examples:
+        >>> combine_rule("calculate", 5), combine_rule("calculate", 2), combine_rule("eq2", 5)
+        ('mean', 'sum', 'sum')
+    """
+    criterion_function(criterion_name)
+    return "mean" if criterion_name == "calculate" and n_categories > 2 else "sum"
+
+
+def normalise_masses(masses) -> np.ndarray:
+    """Category masses [..., n_categories] divided by their sum over the last axis; one sentence for a zero sum.
+
+    Examples:
+        >>> normalise_masses([[1.0, 3.0], [0.0, 2.0]]).tolist()
+        [[0.25, 0.75], [0.0, 1.0]]
+    """
+    masses = np.asarray(masses, dtype=float)
+    total = masses.sum(axis=-1, keepdims=True)
+    if np.isnan(total).any() or (total <= 0).any():
         raise ValueError("The attribute words got zero (or NaN) probability mass after some prompt.")
-    return word_probs @ membership / mass
+    return masses / total
 
 
 def probability_cube(probs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, list[str], list[str], list[str]]:
@@ -303,22 +414,31 @@ def largest_criterion(n_attributes: int, p_star=None, criterion: str = "eq2") ->
     """J_max: the largest criterion any prediction can reach, for every k.
 
     Eq. 2: max_y (1/p*_y - 1), since J^k <= J^1 = sum_y s_y^+, which is convex in p, so its
-    maximum sits at a vertex p = e_y. Official: 1 (the normalisation; attained at every vertex).
+    maximum sits at a vertex p = e_y. ``compute_risk.py``: 1 (the normalisation; attained at every
+    vertex). ``calculate.py`` with the tables' x|Y|: 1 (max_y E_c s_y^+ <= 1 for two categories;
+    sum_y s_y^+ / (|Y| - 1) <= 1).
 
     Examples:
         >>> largest_criterion(2), largest_criterion(5), largest_criterion(3, [0.5, 0.25, 0.25])
         (1.0, 4.0, 3.0)
-        >>> largest_criterion(5, criterion="official")
-        1.0
+        >>> largest_criterion(5, criterion="compute_risk"), largest_criterion(5, criterion="calculate")
+        (1.0, 1.0)
     """
     criterion_function(criterion)
     _check_uniform(p_star, criterion)
     inverse = _inverse_unbiased(n_attributes, p_star)
-    return 1.0 if criterion == "official" else float(inverse[0] - 1.0)
+    return float(inverse[0] - 1.0) if criterion == "eq2" else 1.0
 
 
 def _lipschitz_scale(n_attributes: int, k: float, criterion: str) -> float:
-    """How much J moves per unit of ||s - s'||_k: 1 for Eq. 2, 1 / ((|Y|-1) ||d||_k) for the official J."""
+    """How much J moves per unit of ||s - s'||_k: 1 for Eq. 2, 1 / ((|Y|-1) ||d||_k) for compute_risk.py's J.
+
+    calculate.py (k = inf): two categories, r = max_y E_c s_y^+ moves by at most the largest change
+    of an s_y (1); more, sum_y s_y^+ / (|Y| - 1) = sum_y |s_y| / (2 (|Y| - 1)) moves by at most
+    |Y| / (2 (|Y| - 1)) times the largest change of an s_y.
+    """
+    if criterion == "calculate":
+        return 1.0 if n_attributes == 2 else n_attributes / (2.0 * (n_attributes - 1))
     return 1.0 if criterion == "eq2" else 1.0 / ((n_attributes - 1) * _direction_norm(n_attributes, k))
 
 
@@ -329,8 +449,9 @@ def tolerance_bounds(probs: pd.DataFrame, k: float = np.inf, p_star=None, group_
     ``max_error`` e_c bounds |p_y(c) - p~_y(c)| for every category after prompt c (words
     skipped by a tolerance). Then |s_y - s~_y| <= e_c / p*_y, and J (a norm of the positive
     parts) is 1-Lipschitz in the l^k norm, so |J(s) - J(s~)| <= e_c ||1/p*||_k (|Y| e_c
-    for uniform p* and k = inf); the official J is a norm scaled by 1 / ((|Y|-1) ||d||_k),
-    so its bound is scaled alike. Averaging: |r - r~| <= sum_c w_c e_c ||1/p*||_k; the same
+    for uniform p* and k = inf); ``compute_risk.py``'s J is a norm scaled by 1 / ((|Y|-1) ||d||_k),
+    and calculate.py's rules move by a constant times the largest change of an s_y, so their
+    bounds are scaled alike. Averaging: |r - r~| <= sum_c w_c e_c ||1/p*||_k; the same
     bound holds for r^b (the mean of the errors bounds the error of the mean), and
     r^v = r - r^b moves by at most twice that. Group weights carry it to R, R^b, R^v.
 
@@ -343,6 +464,7 @@ def tolerance_bounds(probs: pd.DataFrame, k: float = np.inf, p_star=None, group_
     require_columns(probs, ["group", "template", "weight", "category", "max_error"], "probability table")
     criterion_function(criterion)
     _check_uniform(p_star, criterion)
+    _check_calculate_order(k, criterion)
     cells = probs.drop_duplicates(["group", "template"])
     n_attributes = probs["category"].nunique()
     inverse = _inverse_unbiased(n_attributes, p_star)
@@ -365,17 +487,22 @@ def coverage_bounds(dropped_weight: float, n_attributes: int, k: float = np.inf,
     stereotype change has l^k norm at most w (a_1^k + a_2^k)^(1/k) with a_1 >= a_2 the two
     largest 1/p*_y (w a_1 for k = inf: w |Y| for uniform p*, not w J_max: a binary model that
     says (1, 0) in kept contexts and (0, 1) in a dropped one moves r^b by 2w), times the
-    criterion's Lipschitz scale (1 for Eq. 2, 1 / ((|Y|-1) ||d||_k) official), capped at
-    J_max. r^v = r - r^b moves by at most the sum of both, also capped at J_max.
+    criterion's Lipschitz scale (1 for Eq. 2, 1 / ((|Y|-1) ||d||_k) for compute_risk.py's J,
+    :func:`_lipschitz_scale` for calculate.py's, whose r is a mean of values in [0, 1] or, for two
+    categories, the larger of two such means), capped at J_max. r^v = r - r^b moves by at most the
+    sum of both, also capped at J_max.
 
     Examples:
         >>> coverage_bounds(0.1, 2)
         {'R': 0.1, 'R_b': 0.2, 'R_v': 0.30000000000000004}
-        >>> {key: round(value, 4) for key, value in coverage_bounds(0.1, 5, criterion="official").items()}
+        >>> {key: round(value, 4) for key, value in coverage_bounds(0.1, 5, criterion="compute_risk").items()}
         {'R': 0.1, 'R_b': 0.125, 'R_v': 0.225}
+        >>> {key: round(value, 4) for key, value in coverage_bounds(0.1, 5, criterion="calculate").items()}
+        {'R': 0.1, 'R_b': 0.3125, 'R_v': 0.4125}
     """
     if not 0 <= dropped_weight <= 1:
         raise ValueError(f"The dropped weight is a share in [0, 1], got {dropped_weight}.")
+    _check_calculate_order(k, criterion)
     inverse = _inverse_unbiased(n_attributes, p_star)
     j_max = largest_criterion(n_attributes, p_star, criterion)
     lipschitz = (inverse[0] if np.isinf(k) else float((inverse[0] ** k + inverse[1] ** k) ** (1.0 / k))) \
@@ -384,23 +511,60 @@ def coverage_bounds(dropped_weight: float, n_attributes: int, k: float = np.inf,
     return {"R": float(r), "R_b": float(r_b), "R_v": float(min(r + r_b, j_max))}
 
 
-def bootstrap_risk(table: pd.DataFrame, n_resamples: int = 1000, confidence: float = 0.95,
-                   seed: int = 0) -> pd.DataFrame:
-    """Percentile bootstrap intervals of R, R^b, R^v over groups (uniform group weights).
+def two_way_risk(probs: pd.DataFrame, k: float = np.inf, criterion: str = "eq2", n_resamples: int = 1000,
+                 confidence: float = 0.95, seed: int = 0) -> pd.DataFrame:
+    """Intervals of R, R^b, R^v that count both samples they average over: occupations and templates.
 
-    Resampling occupations asks how much R would move with another draw of occupations
-    (:func:`fairnb.stats.bootstrap`).
+    R averages over occupations *and* templates (contexts), and both are samples: another draw of
+    occupations, or of templates, would give another R. The occupations are resampled with the
+    templates fixed (each occupation's r, r^b, r^v as they are), then the templates with the
+    occupations fixed (each resample's template counts multiply the template weights, and
+    :func:`risk` recomputes every occupation's risks under the chosen ``criterion``); the two
+    variances are added (:func:`fairnb.stats.two_way_bootstrap`). ``cols_share`` is the share of the
+    variance that the choice of templates brings, ``se_rows`` the standard error an
+    occupations-only bootstrap would give.
+
+    This is a variance component of the *estimate*, not a property of the model: R^v measures how
+    far one model's lean swings from template to template for an occupation (and stays whatever the
+    number of templates), while the template component says how far R itself would move with other
+    templates of the same kind, and shrinks as templates are added. A model with a large R^v
+    usually has a larger template component, since its per-template risks are more spread.
 
     Examples:
-        >>> table = pd.DataFrame({"r": [0.1, 0.2, 0.3, 0.4], "r_b": [0.1, 0.1, 0.3, 0.3], "r_v": [0, 0.1, 0, 0.1]})
-        >>> out = bootstrap_risk(table, n_resamples=200)
-        >>> round(float(out.loc["R", "value"]), 2), bool(out.loc["R", "ci_low"] < 0.25 < out.loc["R", "ci_high"])
-        (0.25, True)
+        >>> probs = pd.DataFrame({"group": np.repeat(["a", "b", "c"], 6), "template": np.tile(np.repeat(["t", "u", "v"], 2), 3),
+        ...                       "weight": 1.0, "category": ["m", "f"] * 9,
+        ...                       "p": [0.6, 0.4, 0.7, 0.3, 0.5, 0.5, 0.8, 0.2, 0.9, 0.1, 0.7, 0.3, 0.5, 0.5, 0.6, 0.4, 0.4, 0.6]})
+        >>> out = two_way_risk(probs, n_resamples=200)
+        >>> round(float(out.at["R", "value"]), 4) == round(risk_table(probs)[1]["R"], 4), bool(out.at["R", "se"] > out.at["R", "se_rows"])
+        (True, True)
     """
-    require_columns(table, ["r", "r_b", "r_v"], "risk table")
-    values = table[["r", "r_b", "r_v"]].to_numpy(dtype=float)
-    return bootstrap(lambda idx: dict(zip(("R", "R_b", "R_v"), values[idx].mean(axis=0))), len(values),
-                     n_resamples, confidence, seed)
+    p, weights, _, _, _ = probability_cube(probs)
+    n_groups, n_templates = weights.shape
+    names = ("R", "R_b", "R_v")
+    base = risk(p, context_weights=weights, k=k, criterion=criterion)
+    chunk = max(1, int(2e7 // p.size))  # resamples per call of risk, within ~160 MB
+
+    def per_group(template_counts: np.ndarray) -> np.ndarray:
+        """r, r^b, r^v of every occupation under each row of template counts: [rows, 3, groups]."""
+        out = np.empty((len(template_counts), 3, n_groups))
+        for start in range(0, len(template_counts), chunk):
+            counts = template_counts[start:start + chunk]
+            stacked = np.broadcast_to(p, (len(counts), *p.shape)).reshape(-1, *p.shape[1:])
+            drawn = (counts[:, None, :] * weights[None]).reshape(-1, n_templates)
+            result = risk(stacked, context_weights=drawn, k=k, criterion=criterion)
+            out[start:start + len(counts)] = np.stack([result[key].reshape(len(counts), n_groups)
+                                                       for key in ("r", "r_b", "r_v")], axis=1)
+        return out
+
+    def statistic(group_counts: np.ndarray, template_counts: np.ndarray) -> dict[str, np.ndarray]:
+        if (template_counts == 1).all():
+            risks = np.broadcast_to(np.stack([base[key] for key in ("r", "r_b", "r_v")]), (len(group_counts), 3, n_groups))
+        else:
+            risks = per_group(template_counts)
+        means = (risks * group_counts[:, None, :]).sum(axis=2) / group_counts.sum(axis=1, keepdims=True)
+        return dict(zip(names, means.T))
+
+    return two_way_bootstrap(statistic, n_groups, n_templates, n_resamples, confidence, seed)
 
 
 def distribution_summary(values) -> dict:

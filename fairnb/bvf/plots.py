@@ -149,10 +149,19 @@ def variant_bars(risks: pd.DataFrame):
     return risk_decomposition_bars(risks, "Gender risk before and after fine-tuning") if len(risks) else None
 
 
+HEATMAP_TEMPLATES = 20  # columns of Fig. 11 at most: the paper shows ten
+
+
 def context_heatmap(probs: Mapping[str, pd.DataFrame], topic: str, occupations: list[str], model: str):
-    """Fig. 11 for ``topic``: p(first category) of the given occupations (those scored; else the first six)."""
+    """Fig. 11 for ``topic``: p(first category) of the given occupations (those scored; else the first six) in the
+    first :data:`HEATMAP_TEMPLATES` templates (the table's order: the most frequent first)."""
     frame = probs[topic]
     category = frame["category"].iloc[0]
     scored = list(dict.fromkeys(frame["group"]))
     shown = [o for o in occupations if o in scored] or scored[:6]
-    return occupation_template_heatmap(frame, category, shown, title=f"{model}: p({category}) per occupation and template")
+    templates = list(dict.fromkeys(frame["template"]))
+    title = f"{model}: p({category}) per occupation and template"
+    if len(templates) > HEATMAP_TEMPLATES:
+        frame = frame[frame["template"].isin(templates[:HEATMAP_TEMPLATES])]
+        title += f" (the first {HEATMAP_TEMPLATES} of {len(templates):,} templates)"
+    return occupation_template_heatmap(frame, category, shown, title=title)

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 import pandas as pd
 
-from fairnb.bvf.data import check_attribute_words, keep_coverage, template_prompt
-from fairnb.bvf.metrics import category_probabilities, criterion_function, risk_table
+from fairnb.bvf.data import calculate_min_count, check_attribute_words, select_templates, template_prompt
+from fairnb.bvf.metrics import category_probabilities, combine_rule, criterion_function, normalise_masses, risk_table
 
 if TYPE_CHECKING:
     from fairnb.models.language_model import LanguageModel
@@ -91,25 +91,38 @@ def bounded_word_probs(lm: LanguageModel, prompts: Sequence[str], words: Sequenc
     return out, error
 
 
-WORD_CONVENTIONS = ("single-token", "exact")
+WORD_CONVENTIONS = ("single-token", "exact", "vocab-key")
 
 
 def check_settings(settings: dict) -> dict:
     """One sentence for a setting that cannot run, before any model call; returns ``settings``.
 
     Examples:
-        >>> check_settings({"criterion": "official", "words": "exact", "k": 2.0, "tolerance": 0.0, "coverage": 1.0,
+        >>> check_settings({"criterion": "compute_risk", "words": "exact", "k": 2.0, "tolerance": 0.0, "coverage": 1.0,
         ...                 "convention_occupations": None})["k"]
         2.0
-        >>> check_settings({"criterion": "official", "words": "first-token"})
+        >>> check_settings({"criterion": "eq2", "words": "first-token"})
         Traceback (most recent call last):
         ...
-        ValueError: Unknown word convention 'first-token': use 'single-token' (the official code's: words that are one token) or 'exact' (every word, all its tokens).
+        ValueError: Unknown word convention 'first-token': use 'vocab-key' (the official lookup: each word as a vocabulary key), 'single-token' (one token after a space) or 'exact' (every word, all its tokens).
+        >>> check_settings({"criterion": "calculate", "words": "vocab-key", "k": 2.0})
+        Traceback (most recent call last):
+        ...
+        ValueError: calculate.py's rules have no norm order k (got k=2.0); k applies to 'eq2' and 'compute_risk'.
     """
     criterion_function(settings["criterion"])
     _check_convention(settings["words"])
     if not float(settings.get("k", np.inf)) >= 1:
         raise ValueError(f"The norm order k must be >= 1 (or inf), got {settings['k']}.")
+    if settings["criterion"] == "calculate" and not np.isinf(float(settings.get("k", np.inf))):
+        raise ValueError(f"calculate.py's rules have no norm order k (got k={settings['k']}); k applies to 'eq2' "
+                         "and 'compute_risk'.")
+    if settings.get("weights", "count") not in ("count", "equal"):
+        raise ValueError(f"Unknown template weights {settings['weights']!r}: use 'count' (Section 3.2) or 'equal' "
+                         "(calculate.py).")
+    first = settings.get("templates_per_occupation")
+    if first is not None and (isinstance(first, bool) or not isinstance(first, int) or first < 1):
+        raise ValueError(f"templates_per_occupation must be a positive whole number or None, not {first!r}.")
     if not float(settings.get("tolerance", 0.0)) >= 0:
         raise ValueError(f"The tolerance must be >= 0, got {settings['tolerance']}.")
     if not 0 < float(settings.get("coverage", 1.0)) <= 1:
@@ -122,8 +135,33 @@ def check_settings(settings: dict) -> dict:
 
 def _check_convention(words: str) -> None:
     if words not in WORD_CONVENTIONS:
-        raise ValueError(f"Unknown word convention {words!r}: use 'single-token' (the official code's: words that "
-                         "are one token) or 'exact' (every word, all its tokens).")
+        raise ValueError(f"Unknown word convention {words!r}: use 'vocab-key' (the official lookup: each word as a "
+                         "vocabulary key), 'single-token' (one token after a space) or 'exact' (every word, all its "
+                         "tokens).")
+
+
+def vocabulary_key_ids(lm: LanguageModel, categories: Mapping[str, Sequence[str]]) -> dict[str, dict[str, int]]:
+    """The official lookup: each word as a key of ``tokenizer.get_vocab()``, its id; words that are no key drop out.
+
+    ``gender_occ_batch.py`` (``loadGenderedWords``) reads ``word_list[word]`` with
+    ``word_list = tokenizer.get_vocab()`` and keeps a repeated id once per gender. For WordPiece
+    (the BERT family) the key is the word itself; for byte-level BPE (GPT-2, RoBERTa) and
+    SentencePiece (Llama) it is the piece *without* the leading-space marker, the form a word
+    takes glued to the previous one ("said that" + "he" reads "said thathe"). A category may keep
+    no word (probability 0); no word at all is an error.
+    """
+    vocabulary: dict[str, int] = getattr(lm.tokenizer, "get_vocab", dict)()
+    kept: dict[str, dict[str, int]] = {}
+    for category, words in categories.items():
+        ids: dict[int, str] = {}
+        for word in words:
+            if word in vocabulary:
+                ids.setdefault(int(vocabulary[word]), word)
+        kept[category] = {word: token for token, word in ids.items()}
+    if not any(kept.values()):
+        raise ValueError(f"None of the words {[w for ws in categories.values() for w in ws][:6]}... is a key of this "
+                         "model's vocabulary; use words='single-token' or 'exact'.")
+    return kept
 
 
 def single_token_words(lm: LanguageModel, categories: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
@@ -161,26 +199,25 @@ def scored_words(lm: LanguageModel, categories: Mapping[str, Sequence[str]], wor
     """The words each category is scored with under a word convention (:data:`WORD_CONVENTIONS`).
 
     ``"exact"``: every word, all of its tokens (fairnb's whole-word scoring);
-    ``"single-token"``: :func:`single_token_words` (the official code's convention).
+    ``"single-token"``: :func:`single_token_words` (one token after a space);
+    ``"vocab-key"``: :func:`vocabulary_key_ids` (the official lookup).
     """
     _check_convention(words)
     categories = check_attribute_words({c: list(ws) for c, ws in categories.items()})
+    if words == "vocab-key":
+        return {c: list(ids) for c, ids in vocabulary_key_ids(lm, categories).items()}
     return single_token_words(lm, categories) if words == "single-token" else categories
 
 
-def _tidy_probabilities(groups: Sequence[str], templates: pd.DataFrame, categories: Mapping[str, Sequence[str]],
-                        word_probs: pd.DataFrame, error: np.ndarray) -> pd.DataFrame:
-    """Eq. 8 over one topic's columns of ``word_probs`` [prompts x words], as a tidy table."""
-    words = list(dict.fromkeys(w for ws in categories.values() for w in ws))
-    membership = np.array([[w in ws for ws in categories.values()] for w in words], dtype=float)
-    topic_probs = word_probs[words].to_numpy()
-    p = category_probabilities(topic_probs, membership)
+def _tidy_probabilities(groups: Sequence[str], templates: pd.DataFrame, categories: Sequence[str],
+                        p: np.ndarray, mass: np.ndarray, error: np.ndarray) -> pd.DataFrame:
+    """One topic's category probabilities ``p`` [prompts x categories] as a tidy table."""
     n_templates = len(templates)
     cells = pd.DataFrame({
         "group": np.repeat(list(groups), n_templates),
         "template": np.tile(templates["template"].to_numpy(), len(groups)),
         "weight": np.tile(templates["weight"].to_numpy(dtype=float), len(groups)),
-        "mass": topic_probs.sum(axis=1),
+        "mass": mass,
         "max_error": error,
     })
     long = pd.DataFrame(p, columns=list(categories)).join(cells).melt(
@@ -188,19 +225,54 @@ def _tidy_probabilities(groups: Sequence[str], templates: pd.DataFrame, categori
     return long[["group", "template", "weight", "category", "p", "mass", "max_error"]]
 
 
-def _word_probabilities(lm: LanguageModel, groups: Sequence[str], templates: pd.DataFrame, words: list[str],
-                        tolerance: float) -> tuple[pd.DataFrame, np.ndarray]:
-    """Next-word probabilities of ``words`` after every (group, template) prompt, one column per word."""
+def _prompts(lm: LanguageModel, groups: Sequence[str], templates: pd.DataFrame) -> tuple[list[str], np.ndarray]:
+    """The distinct prompts of every (group, template) cell, and each cell's prompt."""
     mask = lm.mask_token if lm.kind == "masked" else ""
     prompts = [template_prompt(t, g, lm.kind, mask) for g in groups for t in templates["template"]]
     unique, index = np.unique(prompts, return_inverse=True)
-    word_probs, error = bounded_word_probs(lm, list(unique), words, tolerance)
+    return list(unique), index
+
+
+def _word_probabilities(lm: LanguageModel, groups: Sequence[str], templates: pd.DataFrame, words: list[str],
+                        tolerance: float) -> tuple[pd.DataFrame, np.ndarray]:
+    """Next-word probabilities of ``words`` after every (group, template) prompt, one column per word."""
+    unique, index = _prompts(lm, groups, templates)
+    word_probs, error = bounded_word_probs(lm, unique, words, tolerance)
     return pd.DataFrame(word_probs[index], columns=words), error[index]
+
+
+def _vocabulary_probabilities(lm: LanguageModel, groups: Sequence[str], templates: pd.DataFrame,
+                              ids: Mapping[str, Mapping[str, Mapping[str, int]]],
+                              combine: Mapping[str, str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Each topic's category probabilities and word mass after every prompt, from vocabulary ids, in one pass.
+
+    ``ids[topic][category]`` maps words to vocabulary ids. A category of summed words needs one
+    set of ids, a category of averaged words one set per word: the pass keeps only those sums
+    (:meth:`fairnb.models.language_model.LanguageModel.next_token_mass`).
+    """
+    sets: list[list[int]] = []
+    columns: dict[str, list[list[int]]] = {}
+    for topic, categories in ids.items():
+        columns[topic] = []
+        for words in categories.values():
+            parts = [list(words.values())] if combine[topic] == "sum" else [[i] for i in words.values()]
+            columns[topic].append(list(range(len(sets), len(sets) + len(parts))))
+            sets.extend(parts)
+    unique, index = _prompts(lm, groups, templates)
+    if not hasattr(lm, "next_token_mass"):
+        raise ValueError(f"{lm.name} gives no vocabulary-entry probabilities (a served model): use words='single-token' "
+                         "or 'exact'.")
+    masses = lm.next_token_mass(unique, sets)[index]
+    out = {}
+    for topic, cols in columns.items():
+        per_category = np.stack([masses[:, c].sum(axis=1) / max(len(c), 1) for c in cols], axis=1)
+        out[topic] = (normalise_masses(per_category), masses[:, [c for cs in cols for c in cs]].sum(axis=1))
+    return out
 
 
 def topic_probabilities(lm: LanguageModel, groups: Sequence[str], templates: Mapping[str, pd.DataFrame],
                         categories: Mapping[str, Mapping[str, Sequence[str]]], tolerance: float = 0.0,
-                        words: str = "exact") -> dict[str, pd.DataFrame]:
+                        words: str = "exact", criterion: str = "eq2") -> dict[str, pd.DataFrame]:
     """:func:`attribute_probabilities` of every topic; topics on the same templates share one pass.
 
     ``templates[topic]`` and ``categories[topic]`` give each topic's template table and word
@@ -208,35 +280,56 @@ def topic_probabilities(lm: LanguageModel, groups: Sequence[str], templates: Map
     the race templates) are scored in one call with the union of their words, then split:
     the same numbers as one call per topic, one pass over the prompts. With ``tolerance > 0``
     each topic is scored alone, since the skipping bound is relative to its own words.
+    ``criterion`` sets how a category's words combine (:func:`fairnb.bvf.metrics.combine_rule`:
+    calculate.py averages the words of a category of more than two).
     """
     if len(groups) == 0:
         raise ValueError("The group list is empty: give at least one occupation.")
     if set(templates) != set(categories):
         raise ValueError(f"Every topic needs templates and words; got templates for {sorted(templates)} "
                          f"and words for {sorted(categories)}.")
-    scored = {topic: scored_words(lm, categories[topic], words) for topic in categories}
+    combine = {topic: combine_rule(criterion, len(categories[topic])) for topic in categories}
+    if words == "vocab-key":
+        _check_convention(words)
+        keyed = {t: vocabulary_key_ids(lm, check_attribute_words({c: list(ws) for c, ws in categories[t].items()}))
+                 for t in categories}
+    else:
+        scored = {topic: scored_words(lm, categories[topic], words) for topic in categories}
     passes: dict[object, list[str]] = {}
-    for topic in scored:
+    for topic in categories:
         key = (tuple(templates[topic]["template"]), tuple(templates[topic]["weight"])) if tolerance == 0 else topic
         passes.setdefault(key, []).append(topic)
     out = {}
     for shared in passes.values():
+        table = templates[shared[0]]
+        if words == "vocab-key":
+            read = _vocabulary_probabilities(lm, groups, table, {t: keyed[t] for t in shared}, combine)
+            zero = np.zeros(len(groups) * len(table))
+            out.update({t: _tidy_probabilities(groups, templates[t], list(keyed[t]), *read[t], zero) for t in shared})
+            continue
         union = list(dict.fromkeys(w for topic in shared for ws in scored[topic].values() for w in ws))
-        word_probs, error = _word_probabilities(lm, groups, templates[shared[0]], union, tolerance)
-        out.update({topic: _tidy_probabilities(groups, templates[topic], scored[topic], word_probs, error)
-                    for topic in shared})
+        word_probs, error = _word_probabilities(lm, groups, table, union, tolerance)
+        for t in shared:
+            topic_words = list(dict.fromkeys(w for ws in scored[t].values() for w in ws))
+            membership = np.array([[w in ws for ws in scored[t].values()] for w in topic_words], dtype=float)
+            values = word_probs[topic_words].to_numpy()
+            p = category_probabilities(values, membership, combine[t])
+            out[t] = _tidy_probabilities(groups, templates[t], list(scored[t]), p, values.sum(axis=1), error)
     return {topic: out[topic] for topic in categories}
 
 
 def attribute_probabilities(lm: LanguageModel, groups: Sequence[str], templates: pd.DataFrame,
                             categories: Mapping[str, Sequence[str]], tolerance: float = 0.0,
-                            words: str = "exact") -> pd.DataFrame:
+                            words: str = "exact", criterion: str = "eq2") -> pd.DataFrame:
     """p_y|x(c) of Eq. 8 for every group x, template c and category y, read from ``lm``.
 
     Causal LMs score the next word after the template text before [Y]; masked LMs fill
     [Y] with the mask (:func:`fairnb.bvf.data.template_prompt`). ``words`` picks the word
-    convention: ``"exact"`` (every word, all its tokens) or ``"single-token"`` (the official
-    code's: only the words that are one token, :func:`single_token_words`). With exact words
+    convention: ``"exact"`` (every word, all its tokens), ``"single-token"`` (only the words that
+    are one token after a space, :func:`single_token_words`) or ``"vocab-key"`` (the official
+    lookup, :func:`vocabulary_key_ids`: one pass per prompt reads every word). ``criterion``
+    sets how a category's words combine (Eq. 8 sums them; calculate.py averages those of a
+    category of more than two). With exact words
     and ``tolerance > 0`` multi-token words provably below it are skipped
     (:func:`bounded_word_probs`) and :func:`fairnb.bvf.metrics.tolerance_bounds` turns
     ``max_error`` into bounds on R, R^b, R^v.
@@ -244,7 +337,8 @@ def attribute_probabilities(lm: LanguageModel, groups: Sequence[str], templates:
     ``mass`` is the probability of the scored words together after that prompt and
     ``max_error`` bounds the error of p from the skipped words.
     """
-    return topic_probabilities(lm, groups, {"topic": templates}, {"topic": categories}, tolerance, words)["topic"]
+    return topic_probabilities(lm, groups, {"topic": templates}, {"topic": categories}, tolerance, words,
+                               criterion)["topic"]
 
 
 def _reusable_rows(kept: pd.DataFrame, groups: Sequence[str], categories: Mapping[str, Sequence[str]],
@@ -269,12 +363,14 @@ def _reusable_rows(kept: pd.DataFrame, groups: Sequence[str], categories: Mappin
 def template_source_risks(lm: LanguageModel, groups: Sequence[str], sources: Sequence[pd.DataFrame],
                           categories: Mapping[str, Sequence[str]], coverage: float = 1.0, tolerance: float = 0.0,
                           words: str = "exact", k: float = np.inf, criterion: str = "eq2",
-                          scored: pd.DataFrame | None = None) -> pd.DataFrame:
+                          scored: pd.DataFrame | None = None, templates_per_occupation: int | None = None,
+                          weights: str = "count") -> pd.DataFrame:
     """R, R^b, R^v of the same groups and words under each template source (BVF Table 4).
 
-    Each source keeps the most frequent templates holding ``coverage`` of its weight
-    (:func:`fairnb.bvf.data.keep_coverage`), as the main scoring does, so a size bound holds
-    on this section too. ``scored`` (optional) is :func:`attribute_probabilities` of these
+    Each source is cut as the main scoring cuts its table (:func:`fairnb.bvf.data.select_templates`:
+    the first ``templates_per_occupation``, calculate.py's count threshold under that criterion,
+    ``weights``, then the most frequent templates holding ``coverage`` of the weight), so a size
+    bound holds on this section too. ``scored`` (optional) is :func:`attribute_probabilities` of these
     groups, categories, tolerance and words on some templates, the page's main scoring: a
     source whose kept templates and weights are exactly those is read from it, not scored
     again, and a source that shares some templates with it scores only the others (the
@@ -283,11 +379,13 @@ def template_source_risks(lm: LanguageModel, groups: Sequence[str], sources: Seq
     and ``R, R_b, R_v``.
     """
     rows: dict[str, dict[str, object]] = {}
+    min_count = calculate_min_count(len(categories)) if criterion == "calculate" else 0.0
     for source in sources:
-        kept = keep_coverage(source, coverage)
+        kept = select_templates(source, templates_per_occupation, min_count, weights, coverage)
         known = _reusable_rows(kept, groups, categories, scored, tolerance)
         fresh = kept[~kept["template"].isin(known["template"])]
-        parts = [known] + ([attribute_probabilities(lm, groups, fresh, categories, tolerance, words)] if len(fresh) else [])
+        parts = [known] + ([attribute_probabilities(lm, groups, fresh, categories, tolerance, words, criterion)]
+                           if len(fresh) else [])
         order = {t: i for i, t in enumerate(kept["template"])}
         probs = pd.concat([part for part in parts if len(part)]).sort_values(
             "template", key=lambda t: t.map(order), kind="stable")
@@ -301,22 +399,31 @@ def template_source_risks(lm: LanguageModel, groups: Sequence[str], sources: Seq
 def word_convention_costs(lm: LanguageModel, groups: Sequence[str], templates: pd.DataFrame,
                           categories: Mapping[str, Sequence[str]], k: float = np.inf,
                           criterion: str = "eq2") -> pd.DataFrame:
-    """What the single-token convention costs: R, R^b, R^v and the scoring time under each word convention.
+    """What a word convention costs: R, R^b, R^v and the scoring time under each word convention.
 
     One row per convention (:data:`WORD_CONVENTIONS`): words scored, R, R^b, R^v, the seconds
     the scoring took (wall time on this machine; a rerun reads the cache) and the largest
-    difference of any p_y|x(c) from exact scoring.
+    difference of any p_y|x(c) from exact scoring. A convention that keeps no word of the list on
+    this vocabulary has an empty row (0 words scored).
     """
     rows, probs = {}, {}
+    listed = sum(map(len, categories.values()))
     for convention in WORD_CONVENTIONS:
+        try:
+            scored = scored_words(lm, categories, convention)
+        except ValueError:  # no word of the list survives this convention on this vocabulary
+            rows[convention] = {"words scored": f"0 of {listed}", "R": np.nan, "R_b": np.nan, "R_v": np.nan,
+                                "seconds": np.nan}
+            continue
         started = time.perf_counter()
-        probs[convention] = attribute_probabilities(lm, groups, templates, categories, words=convention)
+        probs[convention] = attribute_probabilities(lm, groups, templates, categories, words=convention,
+                                                    criterion=criterion)
         seconds = time.perf_counter() - started
-        scored = scored_words(lm, categories, convention)
-        rows[convention] = {"words scored": f"{sum(map(len, scored.values()))} of {sum(map(len, categories.values()))}",
+        rows[convention] = {"words scored": f"{sum(map(len, scored.values()))} of {listed}",
                             **risk_table(probs[convention], k=k, criterion=criterion)[1], "seconds": seconds}
     table = pd.DataFrame.from_dict(rows, orient="index")
-    table["largest |Δp|"] = [float((probs[c]["p"] - probs["exact"]["p"]).abs().max()) for c in table.index]
+    table["largest |Δp|"] = [float((probs[c]["p"] - probs["exact"]["p"]).abs().max()) if c in probs else np.nan
+                             for c in table.index]
     return table
 
 
@@ -338,7 +445,8 @@ def variant_risks(base: str, variants: Sequence[str], load: Callable[[str], Lang
         except ValueError as error:
             notes.append(f"Variant {name!r} is not available here, so it is skipped: {error}")
             continue
-        rows[name] = risk_table(attribute_probabilities(lm, groups, templates, categories, words=words),
+        rows[name] = risk_table(attribute_probabilities(lm, groups, templates, categories, words=words,
+                                                        criterion=criterion),
                                 k=k, criterion=criterion)[1]
     return pd.DataFrame.from_dict(rows, orient="index", columns=["R", "R_b", "R_v"]), notes
 

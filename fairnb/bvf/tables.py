@@ -11,40 +11,104 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from fairnb.bvf.data import word_list_source
 from fairnb.bvf.metrics import (
     CRITERIA,
     coverage_bounds,
     distribution_summary,
     largest_criterion,
+    reference_risks,
     regress_on_statistic,
     risk_table,
     tolerance_bounds,
+    two_way_risk,
 )
 from fairnb.formatting import number
 
 HEADLINE_TOPIC = "gender"
 RISKS = ("R", "R_b", "R_v")
 
+# The settings table's words for each option: what the computation is, in the words of the paper and its code.
+CRITERION_WORDS = {
+    "calculate": "calculate.py: per template x = p(male) - 1/2; R^b = |mean x|, R = mean of max(x, 0) or max(-x, 0) "
+                 "on the mean's side, R^v = R - R^b (race: sum_y ((5 p_y - 1)/4)^+ / 5); both risks x2 in plot.ipynb",
+    "eq2": "Eq. 2: J = max_y s_y^+ in every context, R = E_x E_c J (the paper's definition)",
+    "compute_risk": "compute_risk.py: J = max_y |s_y| / (|Y| - 1) in every context (the toy main.py's)",
+}
+CONVENTION_WORDS = {
+    "vocab-key": "each word as a key of tokenizer.get_vocab() (for BPE and SentencePiece the piece without the "
+                 "leading-space marker); a repeated id once per gender",
+    "single-token": "the words that are one token after a space, that token's probability",
+    "exact": "every word with all its tokens, after a space",
+}
+PADDING_WORDS = {
+    "official": "causal LMs: the last position of right-padded batches, no attention mask; masked LMs: the mask, "
+                "with the attention mask",
+    "causal": "causal LMs: each prompt's own last token (left padding, attention mask)",
+}
+PRECISION_WORDS = {"torch.float16": "fp16 (model.half())", "torch.bfloat16": "bf16", "torch.float32": "fp32"}
 
-def run_settings(model: str, settings: Mapping, occupations: Sequence[str],
-                 words: Mapping[str, Mapping[str, Sequence[str]]], templates: Mapping[str, pd.DataFrame]) -> dict:
-    """The run's side of the settings table: its settings and what it scored (model, occupations, words, templates).
+
+def template_rule_words(first: int | None) -> str:
+    """The templates-per-occupation row of the settings table.
 
     Examples:
-        >>> run = run_settings("tiny", {"k": 2.0}, ["nurse"], {"gender": {"male": ["he"], "female": ["she", "her"]}},
-        ...                    {"gender": pd.DataFrame({"template": ["a"]})})
-        >>> run["occupations"], run["gender words"], run["gender templates"], run["race words"]
-        (1, '1 + 2 words', '1 of source, weighted by count', '—')
+        >>> template_rule_words(1024), template_rule_words(None)
+        ('the first 1,024 templates of the table, in file order', 'every template of the table')
     """
-    def template_text(topic: str) -> str:
-        table = templates.get(topic)
-        return "—" if table is None else f"{len(table)} of {table.attrs.get('source', 'source')}, weighted by count"
+    return "every template of the table" if first is None else f"the first {first:,} templates of the table, in file order"
 
+
+def weights_words(weights: str, criterion: str) -> str:
+    """The weights row of the settings table: how templates weigh, and calculate.py's count threshold if it applies.
+
+    Examples:
+        >>> weights_words("equal", "calculate")
+        'equal; templates counted fewer than 1 (gender) or 10 (race) times left out'
+        >>> weights_words("count", "eq2")
+        'by template count (Section 3.2)'
+    """
+    rule = "equal" if weights == "equal" else "by template count (Section 3.2)"
+    return rule + ("; templates counted fewer than 1 (gender) or 10 (race) times left out" if criterion == "calculate"
+                   else "")
+
+
+def _template_words(table: pd.DataFrame | None) -> str:
+    if table is None:
+        return "—"
+    source = table.attrs.get("source", "source")
+    n = table.attrs.get("n_total", len(table))
+    return f"{n:,} mined templates (template/{source}.csv)" if source.startswith("template_mining") else \
+        f"{n:,} templates of {source}"
+
+
+def this_run(settings: Mapping, model: str, occupations: Sequence[str],
+             words: Mapping[str, Mapping[str, Sequence[str]]], templates: Mapping[str, pd.DataFrame],
+             word_files: Mapping[str, str] | None = None, dtype: object = "—", kind: str = "causal") -> dict:
+    """The run's side of the settings table, in the words of the paper's settings (never fairnb's option names).
+
+    ``words`` are the run's lexicons, ``word_files`` the user's word lists (the gender words are
+    described from it), ``dtype`` and ``kind`` the model's precision and kind.
+
+    Examples:
+        >>> run = this_run({"k": 2.0, "criterion": "eq2", "words": "exact", "templates_per_occupation": None,
+        ...                 "weights": "count"}, "tiny", ["nurse"], {"gender": {"male": ["he"], "female": ["she"]}},
+        ...                {"gender": pd.DataFrame({"template": ["a"]})})
+        >>> run["occupations"], run["gender words"], run["gender templates"], run["race words"], run["weights"]
+        (1, 'gender.yaml (Table 6): 39 + 39 words', '1 templates of source', '—', 'by template count (Section 3.2)')
+    """
+    word_files = word_files or {}
     return {**settings, "model": model, "occupations": len(occupations),
-            "gender words": " + ".join(str(len(ws)) for ws in words["gender"].values()) + " words"
-            if "gender" in words else "—",
+            "criterion": CRITERION_WORDS.get(settings["criterion"], settings["criterion"]),
+            "word lookup": CONVENTION_WORDS.get(settings["words"], settings["words"]),
+            "gender words": word_list_source(word_files.get("gender", "gender")) if "gender" in words else "—",
             "race words": " | ".join(", ".join(ws) for ws in words["race"].values()) if "race" in words else "—",
-            "gender templates": template_text("gender"), "race templates": template_text("race")}
+            "gender templates": _template_words(templates.get("gender")),
+            "race templates": _template_words(templates.get("race")),
+            "templates per occupation": template_rule_words(settings["templates_per_occupation"]),
+            "weights": weights_words(settings["weights"], settings["criterion"]),
+            "precision": PRECISION_WORDS.get(str(dtype), str(dtype)),
+            "padding": PADDING_WORDS["causal" if kind == "causal" else "official"]}
 
 
 def risk_tables(probs: Mapping[str, pd.DataFrame], k: float = np.inf,
@@ -54,7 +118,7 @@ def risk_tables(probs: Mapping[str, pd.DataFrame], k: float = np.inf,
     Examples:
         >>> probs = pd.DataFrame({"group": ["a"] * 3, "template": ["t"] * 3, "weight": [1.0] * 3,
         ...                       "category": ["x", "y", "z"], "p": [1.0, 0.0, 0.0]})
-        >>> tables, totals = risk_tables({"colour": probs}, criterion="official")
+        >>> tables, totals = risk_tables({"colour": probs}, criterion="compute_risk")
         >>> totals.round(3).to_dict("records")
         [{'R': 1.0, 'R_b': 1.0, 'R_v': 0.0, '|Y|': 3, 'J_max': 1.0}]
     """
@@ -66,16 +130,80 @@ def risk_tables(probs: Mapping[str, pd.DataFrame], k: float = np.inf,
 
 
 def criteria_table(probs: Mapping[str, pd.DataFrame], k: float = np.inf) -> pd.DataFrame:
-    """R, R^b, R^v of every topic under both criteria side by side (columns: criterion x risk).
+    """R, R^b, R^v of every topic under each criterion on the same probabilities (columns: criterion x risk).
+
+    calculate.py's rules have no norm order: its columns are the same for every ``k``.
 
     Examples:
         >>> probs = pd.DataFrame({"group": ["a"] * 5, "template": ["t"] * 5, "weight": [1.0] * 5,
         ...                       "category": list("vwxyz"), "p": [0.05, 0.05, 0.3, 0.3, 0.3]})
         >>> criteria_table({"race": probs}).round(4).loc["race"].tolist()
-        [0.1875, 0.1875, 0.0, 0.5, 0.5, 0.0]
+        [0.5, 0.5, 0.0, 0.1875, 0.1875, 0.0, 0.375, 0.375, 0.0]
     """
-    return pd.concat({name: risk_tables(probs, k=k, criterion=name)[1][list(RISKS)] for name in CRITERIA},
-                     axis=1, names=["criterion", "risk"])
+    return pd.concat({name: risk_tables(probs, k=np.inf if name == "calculate" else k, criterion=name)[1][list(RISKS)]
+                      for name in CRITERIA}, axis=1, names=["criterion", "risk"])
+
+
+def pipeline_relation(probs: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """The exact relation of the printed pipeline to Eq. 2, on the same probabilities, for each two-category topic.
+
+    calculate.py's r_x = max_y E_c s_y^+ against Eq. 2's E_c max_y s_y^+: r^b is the same, the
+    printed r^v is half of Eq. 2's, and the printed r is Eq. 2's r minus the printed r^v. Rows
+    (topic, risk): Eq. 2, calculate.py, and calculate.py as the relation predicts it from Eq. 2.
+    Topics of more than two categories are left out (calculate.py's race rule is another one).
+
+    Examples:
+        >>> probs = pd.DataFrame({"group": ["a"] * 6, "template": list("xxyyzz"), "weight": 1.0,
+        ...                       "category": ["male", "female"] * 3, "p": [0.9, 0.1, 0.4, 0.6, 0.7, 0.3]})
+        >>> pipeline_relation({"gender": probs}).round(4).values.tolist()
+        [[0.4667, 0.4, 0.4], [0.3333, 0.3333, 0.3333], [0.1333, 0.0667, 0.0667]]
+    """
+    rows = {}
+    for topic, frame in probs.items():
+        if frame["category"].nunique() != 2:
+            continue
+        eq2, printed = (risk_table(frame, criterion=name)[1] for name in ("eq2", "calculate"))
+        predicted = {"R": eq2["R"] - eq2["R_v"] / 2, "R_b": eq2["R_b"], "R_v": eq2["R_v"] / 2}
+        for risk in RISKS:
+            rows[(topic, risk)] = {"Eq. 2": eq2[risk], "calculate.py": printed[risk],
+                                   "from Eq. 2 (R - R^v/2, R^b, R^v/2)": predicted[risk]}
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def risk_intervals(probs: Mapping[str, pd.DataFrame], k: float = np.inf, criterion: str = "eq2",
+                   n_resamples: int = 1000, seed: int = 0) -> dict[str, pd.DataFrame]:
+    """Each topic's interval of R, R^b, R^v over occupations and templates (:func:`fairnb.bvf.metrics.two_way_risk`)."""
+    return {topic: two_way_risk(frame, k=k, criterion=criterion, n_resamples=n_resamples, seed=seed)
+            for topic, frame in probs.items()}
+
+
+def interval_table(intervals: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """The topics' intervals (:func:`risk_intervals`) as one table, indexed by topic and risk.
+
+    Examples:
+        >>> ci = pd.DataFrame({"value": [0.2], "ci_low": [0.1], "ci_high": [0.3]}, index=["R"])
+        >>> interval_table({"gender": ci, "race": ci}).index.tolist()
+        [('gender', 'R'), ('race', 'R')]
+    """
+    return pd.concat(intervals, names=["topic", "risk"])
+
+
+def scaled_totals(totals: pd.DataFrame) -> pd.DataFrame:
+    """:func:`risk_tables`' per-topic totals with R divided by the criterion's maximum J_max, so topics of
+    different sizes share one scale.
+
+    Examples:
+        >>> scaled_totals(pd.DataFrame({"R": [0.5, 2.0], "J_max": [1.0, 4.0]}, index=["gender", "race"]))["R / J_max"].tolist()
+        [0.5, 0.5]
+    """
+    return totals.assign(**{"R / J_max": totals["R"] / totals["J_max"]})
+
+
+def norm_table(probs: Mapping[str, pd.DataFrame], ks: Sequence[float] = (1, 2, np.inf),
+               criterion: str = "eq2") -> pd.DataFrame:
+    """Every topic's R, R^b, R^v under each l^k criterion (:func:`risk_by_norm`), indexed by topic and norm."""
+    return pd.concat({topic: risk_by_norm(frame, ks=ks, criterion=criterion) for topic, frame in probs.items()},
+                     names=["topic", "norm"])
 
 
 def distribution_table(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
@@ -125,14 +253,20 @@ def risk_by_norm(probs: pd.DataFrame, ks: Sequence[float] = (1, 2, np.inf), crit
 
 
 def results_table(tables: Mapping[str, pd.DataFrame], intervals: Mapping[str, pd.DataFrame],
-                  bounds: Mapping[str, Mapping[str, float]] | None = None) -> pd.DataFrame:
-    """The tidy results of a run: ``item, metric, value, level, group, topic, ci_low, ci_high, bound``.
+                  bounds: Mapping[str, Mapping[str, float]] | None = None, criterion: str = "eq2",
+                  words: str = "single-token") -> pd.DataFrame:
+    """The tidy results of a run: ``item, metric, value, level, group, topic, ci_low, ci_high, bound``, for
+    R, R^b, R^v ``se``, ``n`` (the occupations), ``templates`` and ``template_share``, and on every row the
+    ``criterion`` and the ``words`` convention of the run.
 
     ``tables[topic]`` is :func:`fairnb.bvf.metrics.risk_table`'s per-group table,
-    ``intervals[topic]`` :func:`fairnb.bvf.metrics.bootstrap_risk`'s frame and ``bounds[topic]``
-    the largest change of R, R^b, R^v that a tolerance or a coverage below 1 can cause.
-    The gender topic's R, R_b, R_v are the headline rows; other topics' are group rows
-    (group = topic); every occupation gives group rows r, r_b, r_v and p_<category>.
+    ``intervals[topic]`` :func:`fairnb.bvf.metrics.two_way_risk`'s frame (the interval over
+    occupations and templates, its standard error and the share of its variance that the templates
+    bring) and ``bounds[topic]`` the largest change of R, R^b, R^v that a tolerance or a coverage
+    below 1 can cause. The gender topic's R, R_b, R_v are the headline rows; other topics' are group
+    rows (group = topic); every occupation gives group rows r, r_b, r_v and p_<category>; the reference
+    models' rows follow (:func:`reference_rows`).
+
 
     Examples:
         >>> table = pd.DataFrame({"group": ["nurse"], "r": [0.5], "r_b": [0.4], "r_v": [0.1], "p_male": [0.3]})
@@ -149,11 +283,39 @@ def results_table(tables: Mapping[str, pd.DataFrame], intervals: Mapping[str, pd
             row = intervals[topic].loc[metric]
             rows.append({"item": "all" if headline else topic, "metric": metric, "value": row["value"],
                          "level": "headline" if headline else "group", "group": topic, "topic": topic,
-                         "ci_low": row["ci_low"], "ci_high": row["ci_high"],
+                         "ci_low": row["ci_low"], "ci_high": row["ci_high"], "se": row.get("se", np.nan),
+                         "n": len(table), "template_share": row.get("cols_share", np.nan),
                          "bound": (bounds or {}).get(topic, {}).get(metric, 0.0)})
         long = table.melt(id_vars="group", var_name="metric", value_name="value")
         rows.extend({"item": r.group, "metric": r.metric, "value": r.value, "level": "group", "group": r.group,
                      "topic": topic} for r in long.itertuples())
+    return pd.concat([pd.DataFrame(rows), reference_rows()], ignore_index=True).assign(criterion=criterion, words=words)
+
+
+REFERENCE_TOPICS = {"gender": 2, "race": 5}
+
+
+def reference_rows() -> pd.DataFrame:
+    """The model-free rows of Tables 1-2: R, R^b, R^v of the three reference models (Section 4.1, Appendix B.2).
+
+    They follow Eq. 2 on the scale of its maximum |Y| - 1 (1 for gender, where that is Eq. 2
+    itself; Table 2 prints 1 for race as well). The printed pipeline would not give them for
+    gender: calculate.py puts the randomly stereotyped model at R = R^v = 0.5. Level ``item``,
+    group ``reference``; every run writes them.
+
+    Examples:
+        >>> rows = reference_rows()
+        >>> rows.loc[rows["item"] == "randomly stereotyped reference (race)", ["metric", "value"]].values.tolist()
+        [['R', 1.0], ['R_b', 0.0], ['R_v', 1.0]]
+    """
+    rows: list[dict] = []
+    for topic, n in REFERENCE_TOPICS.items():
+        table = reference_risks(n, criterion="eq2") / largest_criterion(n)
+        # rounded to 12 digits: the mean of five one-hot rows is 0.2 up to float noise (1e-17)
+        rows.extend({"item": f"{name} reference ({topic})", "metric": metric,
+                     "value": round(float(table.at[name, metric]), 12),
+                     "level": "item", "group": "reference", "topic": topic}
+                    for name in table.index for metric in RISKS)
     return pd.DataFrame(rows)
 
 
@@ -164,10 +326,16 @@ def _topic_line(topic: str, table: pd.DataFrame, interval: pd.DataFrame, bound: 
     share = value["R_b"] / value["R"] if value["R"] > 0 else float("nan")
     top = ", ".join(f"{g} ({number(r)})" for g, r in table.nlargest(3, "r")[["group", "r"]].values)
     return (f"- **{topic}** ({len(table)} occupations, maximum {number(largest_criterion(n_categories, criterion=criterion))}): "
-            f"R = {number(value['R'])}{plus['R']} (95% bootstrap interval {number(interval.at['R', 'ci_low'])}"
-            f"–{number(interval.at['R', 'ci_high'])}), bias risk R^b = {number(value['R_b'])}{plus['R_b']}, "
+            f"R = {number(value['R'])}{plus['R']} (95% interval {number(interval.at['R', 'ci_low'])}"
+            f"–{number(interval.at['R', 'ci_high'])}{_template_part(interval)}), bias risk R^b = {number(value['R_b'])}{plus['R_b']}, "
             f"volatility risk R^v = {number(value['R_v'])}{plus['R_v']}; bias is {share:.0%} of the risk. "
             f"Highest risk: {top}.")
+
+
+def _template_part(interval: pd.DataFrame) -> str:
+    """', over occupations and templates: the templates give N% of its variance' (empty without the two-way parts)."""
+    share = interval.at["R", "cols_share"] if "cols_share" in interval.columns else np.nan
+    return "" if pd.isna(share) else f" over occupations and templates; the templates give {share:.0%} of its variance"
 
 
 def summary(model: str, tables: Mapping[str, pd.DataFrame], intervals: Mapping[str, pd.DataFrame],
@@ -185,7 +353,7 @@ def summary(model: str, tables: Mapping[str, pd.DataFrame], intervals: Mapping[s
         >>> print(summary("tiny", {"gender": table}, {"gender": ci}, {"gender": {"R": 0.01, "R_b": 0.01, "R_v": 0.02}}))
         On **tiny**:
         <BLANKLINE>
-        - **gender** (2 occupations, maximum 1): R = 0.35 ± 0.01 (95% bootstrap interval 0.2–0.5), bias risk R^b = 0.25 ± 0.01, volatility risk R^v = 0.1 ± 0.02; bias is 71% of the risk. Highest risk: nurse (0.5), chef (0.2).
+        - **gender** (2 occupations, maximum 1): R = 0.35 ± 0.01 (95% interval 0.2–0.5), bias risk R^b = 0.25 ± 0.01, volatility risk R^v = 0.1 ± 0.02; bias is 71% of the risk. Highest risk: nurse (0.5), chef (0.2).
         - 50% of the occupations lean male on average over the gender templates.
     """
     lines = []
@@ -315,7 +483,7 @@ def evidence(table: pd.DataFrame, probs: pd.DataFrame) -> pd.DataFrame:
         >>> probs = pd.DataFrame({"group": ["nurse"] * 4 + ["pilot"] * 4, "weight": 1.0,
         ...     "template": ["The [X] said [Y]", "The [X] said [Y]", "The [X] ran [Y]", "The [X] ran [Y]"] * 2,
         ...     "category": ["male", "female"] * 4, "p": [0.2, 0.8, 0.4, 0.6, 0.9, 0.1, 0.5, 0.5]})
-        >>> table, _ = risk_table(probs, criterion="official")
+        >>> table, _ = risk_table(probs, criterion="eq2")
         >>> evidence(table, probs)[["occupation", "rank", "r", "p_male lowest", "lowest in", "highest in"]].round(2).values.tolist()
         [['nurse', 1, 0.4, 0.2, 'The [X] said [Y]', 'The [X] ran [Y]'], ['pilot', 2, 0.4, 0.5, 'The [X] ran [Y]', 'The [X] said [Y]']]
     """

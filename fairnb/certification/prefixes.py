@@ -2,7 +2,8 @@
 
 A :class:`PrefixSampler` draws n prefixes for a model: text for ``random`` and ``jailbreak``
 (these work on any model that generates text, a served one included), input embeddings
-``[n, length, d]`` for ``soft`` (a local model only). The arithmetic lives in
+``[n, length, d]`` for ``soft`` (a local model only; as in the official code, each prompt of a
+pivot set gets its own noise, so a soft sampler is drawn once per group: ``per_group``). The arithmetic lives in
 :mod:`fairnb.certification.metrics`; this module binds it to tokenizers and embeddings.
 
 A model without a tokenizer (a served model) still gets token-level random and jailbreak
@@ -81,11 +82,13 @@ def _vocabulary_ids(tokenizer, ascii_only: bool) -> np.ndarray:
 @dataclass(frozen=True)
 class PrefixSampler:
     """A prefix distribution: ``draw(model, n, rng)`` returns n text prefixes, or for
-    ``kind == "soft"`` a tensor ``[n, length, d]`` of input embeddings."""
+    ``kind == "soft"`` a tensor ``[n, length, d]`` of input embeddings. ``per_group``: every
+    prompt of a pivot set gets a draw of its own (else one draw serves the whole set)."""
 
     kind: str
     params: dict
     draw: Callable[[LanguageModel, int, np.random.Generator], list[str] | torch.Tensor] = field(repr=False)
+    per_group: bool = False
 
     @property
     def setting(self) -> str:
@@ -115,8 +118,12 @@ def jailbreak_mixture(main: Sequence[str] | None = None, helpers: Sequence[str] 
     """Main instructions with interleaved helpers, then token mutation (Algorithm 3).
 
     ``main`` / ``helpers`` default to the role-play sets shipped with fairnb
-    (``roleplay_main.txt`` / ``roleplay_helpers.txt``). Mutations draw from the same
-    printable-ASCII vocabulary as random prefixes.
+    (``roleplay_main.txt`` / ``roleplay_helpers.txt``). As the official
+    ``common.get_crossover_mutation_jb`` does, each instruction (sentence) of the mixture is
+    tokenized alone, each of its tokens is replaced with probability ``p_mutate`` by a draw from the
+    same printable-ASCII vocabulary as random prefixes, and the sentences are decoded alone and joined
+    with a space (:func:`mutate_sentences`). Unlike the official call, no special token (a Llama
+    tokenizer's BOS) is added to a sentence: the settings table names that departure.
 
     Examples:
         >>> jailbreak_mixture(p_interleave=0.5, p_mutate=0.0).setting
@@ -132,36 +139,43 @@ def jailbreak_mixture(main: Sequence[str] | None = None, helpers: Sequence[str] 
     def draw(lm: LanguageModel, n: int, rng: np.random.Generator) -> list[str]:
         tok = prefix_tokenizer(lm, tokenizer)
         vocab = vocabulary_ids(tok)
-        prefixes = []
-        for _ in range(n):
-            ids = tok(" ".join(interleave(main, helpers, p_interleave, rng)), add_special_tokens=False).input_ids
-            prefixes.append(tok.decode(mutate_tokens(np.array(ids), vocab, p_mutate, rng).tolist()))
-        return prefixes
+        return [mutate_sentences(tok, interleave(main, helpers, p_interleave, rng), vocab, p_mutate, rng)
+                for _ in range(n)]
 
     return PrefixSampler("jailbreak", {"p_interleave": p_interleave, "p_mutate": p_mutate}, draw)
 
 
-def embedding_max_abs(lm: LanguageModel) -> float:
-    """max |E| over the model's input embedding matrix: the scale of soft-prefix noise."""
-    # torch's nn.Module.__getattr__ types the weight as a Tensor or Module; it is the embedding matrix
-    return float(lm.model.get_input_embeddings().weight.detach().abs().max())  # type: ignore[operator]
+def mutate_sentences(tokenizer, sentences: Sequence[str], vocab_ids: np.ndarray, p_mutate: float,
+                     rng: np.random.Generator) -> str:
+    """The sentences, each tokenized alone (no special tokens), every token replaced with probability
+    ``p_mutate`` by a uniform draw from ``vocab_ids``, each decoded alone, joined with a space (the
+    official ``get_crossover_mutation_jb``'s mutation). The tokens of all sentences are mutated in
+    one vectorized draw, which is the same distribution: every token flips independently."""
+    pieces = [np.asarray(tokenizer(s, add_special_tokens=False).input_ids, dtype=np.int64) for s in sentences]
+    mutated = mutate_tokens(np.concatenate(pieces), vocab_ids, p_mutate, rng)
+    ends = np.cumsum([len(piece) for piece in pieces])[:-1]
+    return " ".join(tokenizer.decode(piece.tolist()) for piece in np.split(mutated, ends))
 
 
 def soft_base(lm: LanguageModel, text: str, length: int | None) -> torch.Tensor:
-    """Input embeddings ``[<= length, d]`` of the first ``length`` tokens of ``text`` (all when None)."""
+    """Input embeddings ``[<= length, d]`` of the first ``length`` tokens of ``text`` (all when None), as
+    the model's embedding layer returns them (Gemma's scaled by its sqrt(d))."""
     return lm.embed(text)[:length].detach().float().cpu()
 
 
 def soft_prefix(text: str | None = None, mag: float = 0.04, length: int | None = 100) -> PrefixSampler:
-    """Input embeddings of a jailbreak plus noise ``mag * max|E| * (U - 0.5)`` (Algorithm 4).
+    """Input embeddings E of a jailbreak plus noise ``mag * max|E| * (U - 0.5)`` (Algorithm 4, as the
+    official ``utils.make_prefix_soft_prompts``): the scale is the largest absolute value of the
+    jailbreak's own embeddings, and every draw (each prompt of a pivot set: ``per_group``) has noise of
+    its own.
 
     ``text`` (default: the shipped main role-play set) is embedded with the model at draw
     time and cut to its first ``length`` token positions (None: all of them, as the official
     code embeds the whole main jailbreak; a shorter text keeps all of its positions).
 
     Examples:
-        >>> soft_prefix(mag=0.1).setting
-        'mag=0.1, length=100'
+        >>> soft_prefix(mag=0.1).setting, soft_prefix().per_group
+        ('mag=0.1, length=100', True)
     """
     if length is not None and length < 1:
         raise ValueError(f"The soft prefix length must be None (all) or at least 1, got {length}.")
@@ -175,10 +189,10 @@ def soft_prefix(text: str | None = None, mag: float = 0.04, length: int | None =
         import torch  # torch loads with the model, not with this chapter's package
 
         base = soft_base(lm, source, length)
-        noise = soft_noise((n, *base.shape), mag, embedding_max_abs(lm), rng)
+        noise = soft_noise((n, *base.shape), mag, float(base.abs().max()), rng)
         return base.unsqueeze(0) + torch.as_tensor(noise, dtype=torch.float32)
 
-    return PrefixSampler("soft", {"mag": mag, "length": length}, draw)
+    return PrefixSampler("soft", {"mag": mag, "length": length}, draw, per_group=True)
 
 
 def make_sampler(kind: str, q: int = 100, main: Sequence[str] | None = None, helpers: Sequence[str] | None = None,

@@ -22,15 +22,15 @@ import pandas as pd
 from fairnb.certification.data import PivotSet, load_lines
 from fairnb.certification.detectors import RULES, Detection, default_detector
 from fairnb.certification.metrics import clopper_pearson
-from fairnb.certification.prefixes import PrefixSampler, can_embed, embedding_max_abs, make_sampler, soft_base
+from fairnb.certification.prefixes import PrefixSampler, can_embed, make_sampler, prefix_tokenizer, soft_base
 from fairnb.certification.tables import soft_prefix_summary, summarize_certificates
+from fairnb.contract import AsPaper
 
 if TYPE_CHECKING:
     import torch
 
     from fairnb.models.language_model import LanguageModel
 
-SEPARATOR = "\n"
 ROWS_PER_CALL = 1024
 SAMPLER_PARAMETERS = {"q": "random", "p_interleave": "jailbreak", "p_mutate": "jailbreak", "mag": "soft",
                       "soft_length": "soft"}
@@ -59,38 +59,108 @@ def sampler_params(settings: dict) -> dict:
                 p_mutate=settings["p_mutate"], mag=settings["mag"], soft_length=settings["soft_length"])
 
 
-def generation_params(settings: dict, seed: int) -> dict:
-    """The arguments of :func:`certify` beyond pivots, sampler, model and detector."""
+def generation_params(settings: dict, seed: int, model: LanguageModel | None = None) -> dict:
+    """The arguments of :func:`certify` beyond pivots, sampler, model and detector. With
+    ``settings["generation_config"] == "inherit"`` the model's own sampling defaults that fairnb's
+    decoding can follow (:func:`inherited_sampling`) come too, as the official ``model.generate``
+    call takes them."""
+    if settings["generation_config"] not in ("inherit", "ignore"):
+        raise ValueError("generation_config must be 'inherit' (the official code's) or 'ignore', got "
+                         f"{settings['generation_config']!r}.")
+    inherited = inherited_sampling(model)[0] if model is not None and settings["generation_config"] == "inherit" else {}
     return dict(n=settings["n"], confidence=settings["confidence"], max_new_tokens=settings["max_new_tokens"],
-                temperature=settings["temperature"], top_k=settings["top_k"], seed=seed)
+                temperature=settings["temperature"], top_k=settings["top_k"], seed=seed, **inherited)
 
 
-def _generate(lm: LanguageModel, prompts: list[str], prefixes: Sequence[str] | Sequence[torch.Tensor], chat: bool,
+# Sampling fields of a generation_config that model.generate applies when a call leaves them unset, with
+# the value that does nothing (the official call sets do_sample, top_k, temperature and max_new_tokens).
+SAMPLING_DEFAULTS = {"top_p": 1.0, "min_p": None, "typical_p": 1.0, "epsilon_cutoff": 0.0, "eta_cutoff": 0.0,
+                     "repetition_penalty": 1.0, "no_repeat_ngram_size": 0, "encoder_repetition_penalty": 1.0,
+                     "bad_words_ids": None, "suppress_tokens": None, "begin_suppress_tokens": None,
+                     "sequence_bias": None, "min_new_tokens": None, "min_length": 0}
+FOLLOWED = ("top_p",)  # what fairnb's decoding can take over
+
+
+def inherited_sampling(model) -> tuple[dict, dict]:
+    """What the official ``model.generate(do_sample=True, top_k=10, temperature=1.0, max_new_tokens=100)``
+    takes from the model's own ``generation_config``: ``(followed, not_followed)``, the settings that
+    fairnb's decoding applies (top_p) and those it cannot (a repetition penalty, min_p, ...), each only
+    where the config sets a value that acts. A model without a generation config (a served one) gives
+    two empty dicts.
+
+    Examples:
+        >>> from types import SimpleNamespace
+        >>> from transformers import GenerationConfig
+        >>> chat = SimpleNamespace(model=SimpleNamespace(generation_config=GenerationConfig(
+        ...     temperature=0.6, top_p=0.9, repetition_penalty=1.1)))
+        >>> inherited_sampling(chat)
+        ({'top_p': 0.9}, {'repetition_penalty': 1.1})
+    """
+    config = getattr(getattr(model, "model", None), "generation_config", None)
+    if config is None:
+        return {}, {}
+    acting = {key: getattr(config, key) for key, idle in SAMPLING_DEFAULTS.items()
+              if getattr(config, key, idle) not in (idle, None)}
+    return ({k: v for k, v in acting.items() if k in FOLLOWED}, {k: v for k, v in acting.items() if k not in FOLLOWED})
+
+
+def special_token_rows(model) -> dict[str, str]:
+    """The settings table's ``bos_token`` and ``eos_token`` rows for ``model`` (two official quirks):
+    whether the official code's tokenizer calls (``tokenizer(text)``, ``tokenizer.encode(sentence)``,
+    which add the tokenizer's special tokens) would put a token inside this model's prompts, and
+    whether its ``model.generate(..., eos_token_id=tokenizer.eos_token_id)`` would stop where fairnb
+    does (at the model's own end-of-sequence ids). Where this model makes the official call do what
+    fairnb does, the row is :class:`~fairnb.contract.AsPaper` ("same for this model")."""
+    tok = prefix_tokenizer(model)
+    plain = tok("Hello", add_special_tokens=False).input_ids
+    added = [i for i in tok("Hello").input_ids if i not in plain]
+    bos = (AsPaper("same for this model: its tokenizer adds no special token") if not added else
+           f"none: the text's own tokens (this model's tokenizer would add {_token_words(tok, added)})")
+    if getattr(model, "model", None) is None or getattr(model, "tokenizer", None) is None:
+        return {"bos_token": bos, "eos_token": "the server's own end of sequence (a served model)"}
+    from fairnb.models.generation import eos_ids  # loads torch: the package itself does not need it
+
+    ours = eos_ids(model)
+    theirs = ours if tok.eos_token_id is None else [tok.eos_token_id]
+    eos = (AsPaper(f"same for this model: {_token_words(tok, ours)}") if set(ours) == set(theirs) else
+           f"the model's {_token_words(tok, ours)}; the tokenizer's is {_token_words(tok, theirs)}")
+    return {"bos_token": bos, "eos_token": eos}
+
+
+def _token_words(tokenizer, ids: Sequence[int]) -> str:
+    """Token ids as their names with the id: ``<eos> (id 1)``."""
+    return ", ".join(f"{tokenizer.convert_ids_to_tokens(int(i))} (id {int(i)})" for i in ids)
+
+
+def _generate(lm: LanguageModel, texts: list[str], prefixes: Sequence[torch.Tensor] | None, chat: bool,
               seed: int, **sampling) -> list[str]:
-    """One generation call for all rows: a text prefix is prepended to its prompt, a soft
-    prefix enters as input embeddings at the same place (after BOS, or inside the user turn)."""
+    """One generation call for all rows: ``texts`` already hold their text prefix; a soft prefix
+    (``prefixes``) enters as input embeddings right before its row's text (after BOS, or at the start of
+    the user turn)."""
+    if prefixes is None:
+        return lm.generate(texts, chat=chat, seed=seed, **sampling)
     import torch  # loaded with the model already: the package itself does not need it
 
-    if not isinstance(prefixes[0], torch.Tensor):
-        return lm.generate([f"{p}{SEPARATOR}{q}" for p, q in zip(prefixes, prompts)], chat=chat, seed=seed,
-                           **sampling)
     soft = torch.stack([torch.as_tensor(prefix) for prefix in prefixes])
-    return lm.generate([SEPARATOR + q for q in prompts], prefix_embeds=soft, chat=chat, seed=seed, **sampling)
+    return lm.generate(texts, prefix_embeds=soft, chat=chat, seed=seed, **sampling)
 
 
 def certify(pivots: Sequence[PivotSet] | PivotSet, sampler: PrefixSampler, model: LanguageModel,
             detector: Detector, n: int = 50, confidence: float = 0.95, *, max_new_tokens: int = 100,
-            temperature: float = 1.0, top_k: int | None = 10, seed: int = 0,
+            temperature: float = 1.0, top_k: int | None = 10, top_p: float | None = None, seed: int = 0,
             chat: bool | None = None) -> Certification:
     """Certify each pivot set: draw n prefixes, generate, detect, bound P[unbiased].
 
     For every pivot set, n prefixes are drawn from ``sampler`` (one seeded numpy Generator
-    for the whole call) and each is applied to all of the set's prompts; all responses come
-    from batched generation calls. ``detector(responses [n, g], reference)`` gives a
-    :class:`Detection`. The certificate is the Clopper-Pearson interval on the share of
-    unbiased response sets. Decoding defaults to the official code's (top-k 10, temperature
-    1, 100 new tokens). ``chat`` defaults to ``model.is_chat`` (the prefixed prompt becomes
-    the user turn).
+    for the whole call) and each is applied to all of the set's prompts: a text prefix as
+    :meth:`PivotSet.after` joins it (the official code's wording), a soft prefix before the
+    set's :attr:`PivotSet.after_soft` prompts, each prompt with its own draw (``per_group``, as
+    the official code adds fresh noise for each). All responses come from batched generation
+    calls. ``detector(responses [n, g], reference)`` gives a :class:`Detection`. The
+    certificate is the Clopper-Pearson interval on the share of unbiased response sets.
+    Decoding defaults to the official code's (top-k 10, temperature 1, 100 new tokens);
+    ``top_p`` is a model's own default where the run inherits it (:func:`generation_params`).
+    ``chat`` defaults to ``model.is_chat`` (the prefixed prompt becomes the user turn).
     """
     pivots = [pivots] if isinstance(pivots, PivotSet) else list(pivots)
     if not pivots:
@@ -102,21 +172,25 @@ def certify(pivots: Sequence[PivotSet] | PivotSet, sampler: PrefixSampler, model
     clopper_pearson(0, 1, confidence)  # validates the confidence level
     chat = model.is_chat if chat is None else chat
     rng = np.random.default_rng(seed)
-    prompts: list[str] = []
-    prefixes: list = []
+    soft = sampler.kind == "soft"
+    texts: list[str] = []
+    embeds: list = []
     drawn = []
     for pivot in pivots:
-        draws = sampler.draw(model, n, rng)
+        size = len(pivot.groups)
+        draws = sampler.draw(model, n * size if sampler.per_group else n, rng)
         drawn.append(draws)
         for j in range(n):
-            prompts += pivot.prompts
-            prefixes += [draws[j]] * len(pivot.prompts)
-    soft = sampler.kind == "soft"
-    sampling = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k)
+            if soft:
+                texts += pivot.after_soft
+                embeds += [draws[j * size + g] for g in range(size)] if sampler.per_group else [draws[j]] * size
+            else:
+                texts += pivot.after(str(draws[j]))
+    sampling = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p)
     responses: list[str] = []
-    for start in range(0, len(prompts), ROWS_PER_CALL):
+    for start in range(0, len(texts), ROWS_PER_CALL):
         chunk = slice(start, start + ROWS_PER_CALL)
-        responses += _generate(model, prompts[chunk], prefixes[chunk], chat, seed + start, **sampling)
+        responses += _generate(model, texts[chunk], embeds[chunk] if soft else None, chat, seed + start, **sampling)
 
     certificates, samples = [], []
     offset = 0
@@ -133,11 +207,12 @@ def certify(pivots: Sequence[PivotSet] | PivotSet, sampler: PrefixSampler, model
             "estimate": unbiased / n, "low": low, "high": high, "confidence": confidence,
             "refusal_share": float(found.refused.any(axis=1).mean()),
         })
+        prompts = pivot.after_soft if soft else pivot.prompts
         for j in range(n):
             for g, group in enumerate(pivot.groups):
                 samples.append({
                     "prefix": sampler.kind, "pivot_set": pivot.id, "sample": j, "group": group,
-                    "prefix_text": None if soft else drawn[i][j], "prompt": pivot.prompts[g],
+                    "prefix_text": None if soft else drawn[i][j], "prompt": prompts[g],
                     "response": answers[j, g], "score": float(found.scores[j, g]), "label": found.labels[j, g],
                     "refused": bool(found.refused[j, g]), "biased": bool(found.biased[j]),
                 })
@@ -292,4 +367,4 @@ def prefix_examples(lm: LanguageModel, params: dict, soft_length: int | None, ma
         return draws, None
     soft = make_sampler("soft", **params).draw(lm, 1, rng)[0]
     base = soft_base(lm, " ".join(params["main"]), soft_length)
-    return draws, soft_prefix_summary(base.numpy(), np.asarray(soft), embedding_max_abs(lm), mag)
+    return draws, soft_prefix_summary(base.numpy(), np.asarray(soft), float(base.abs().max()), mag)

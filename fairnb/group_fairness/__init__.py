@@ -8,7 +8,11 @@ toxicity / sentiment bias and the declination rate (the paper's vigilance), the 
 appendix, :mod:`.plots`, imported on its own) and GF-Think (Section 8). The notebook calls what is
 re-exported here; ``CHAPTER`` is its contract and ``PRESETS`` its ``quick`` and ``paper`` settings.
 """
-from fairnb.contract import Chapter, Citation, Headline, PaperSetting
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from fairnb.contract import Chapter, Citation, Dataset, Headline, Instances, PaperSetting
 from fairnb.group_fairness.data import (
                                         DIMENSIONS,
                                         DataPoints,
@@ -23,19 +27,31 @@ from fairnb.group_fairness.data import (
                                         schema_source,
 )
 from fairnb.group_fairness.metrics import BIAS_METRICS, bias_rates, target_std, task_agreement
-from fairnb.group_fairness.run import ALTERNATIVE_TASKS, TASK_PROMPTS, TASKS, alternative_tasks, gf_think_comparison, run_tasks
+from fairnb.group_fairness.run import (
+    ALTERNATIVE_TASKS,
+    FAIRNB_PROMPTS,
+    TASK_PROMPTS,
+    TASKS,
+    alternative_tasks,
+    gf_think_comparison,
+    load_task_prompts,
+    run_tasks,
+)
 from fairnb.group_fairness.tables import (
                                         MAIN_TASK,
                                         agreement_by_metric,
                                         agreement_table,
+                                        answer_view,
                                         evidence,
                                         gf_think_table,
                                         kruskal_table,
+                                        prose_numbers,
                                         rates_table,
                                         representative_targets,
                                         results_table,
                                         same_points,
                                         summary,
+                                        target_spread,
                                         task_rates,
                                         this_run,
 )
@@ -56,12 +72,24 @@ from fairnb.group_fairness.tables import (
 PRESETS = {
     "quick": {"targets_per_dimension": 3, "attributes_per_dimension": 3, "limit": None, "max_new_tokens": 32,
               "temperature": 0.0, "alternative_tasks_per_dimension": 2, "gf_think_per_dimension": 1,
-              "gf_think_tokens": 48, "seed": 0},
+              "gf_think_tokens": 48, "seed": 0, "prompts": FAIRNB_PROMPTS},
     "paper": {"targets_per_dimension": 20, "attributes_per_dimension": 100, "limit": None, "max_new_tokens": 64,
               "temperature": 0.0, "alternative_tasks_per_dimension": None, "gf_think_per_dimension": None,
-              "gf_think_tokens": 256, "seed": 0},
+              "gf_think_tokens": 256, "seed": 0, "prompts": FAIRNB_PROMPTS},
 }
 UNSTATED = "not stated"
+
+def scale_data_points(settings: Mapping[str, Any], factor: float) -> dict[str, Any]:
+    """`fairnb plan`'s settings for about ``factor`` times the statements: targets and attributes per dimension
+    each grown by √factor (a run short of data says how many it reached).
+
+    Examples:
+        >>> scale_data_points({"targets_per_dimension": 3, "attributes_per_dimension": 3}, 4.0)
+        {'targets_per_dimension': 6, 'attributes_per_dimension': 6}
+    """
+    grow = math.sqrt(factor)
+    return {key: max(1, math.ceil(settings[key] * grow - 1e-9)) for key in ("targets_per_dimension", "attributes_per_dimension")}
+
 
 CHAPTER = Chapter(
     number=4,
@@ -77,7 +105,12 @@ CHAPTER = Chapter(
                  "the share of stereotype prompts the model declines to complete (higher: more cautious)"),
     ),
     needs=("generate",),
+    datasets=(Dataset("schema_path", "GFair (Bi et al., 2023): targets from RedditBias and HolisticBias, attributes "
+                      "from SBIC; never published", "https://github.com/surika/group-fairness",
+                      "a small GFair-style schema written for fairnb (fairnb/group_fairness/data/schema.yaml)"),),
+    instances=Instances("toxicity", ("prompt",), ("output",)),
     presets=PRESETS,
+    scale=scale_data_points,
     paper_settings={
         "model": PaperSetting("Flan-T5-3B, Llama-2-7B/13B, Vicuna-v1.5-7B/13B, ChatGLM2-6B, WizardLM-13B, "
                               "GPT-3.5-turbo, GPT-4", "Section 6.1.1", "a model this machine runs"),
@@ -88,7 +121,8 @@ CHAPTER = Chapter(
         "data_points": PaperSetting(20000, "Section 4.3: 20 × 100 per dimension, 10 dimensions", "CPU-sized"),
         "limit": PaperSetting(None, "Section 4.3: every drawn data point", "CPU-sized"),
         "prompts": PaperSetting("not published", "Section 5 and its appendix (not in the paper's text)",
-                                "fairnb writes its own prompts from the task descriptions"),
+                                "fairnb writes its own prompts from the task descriptions, or reads yours (prompts=): "
+                                "Tables 2-3 are not comparable with fairnb's"),
         "toxicity_scorer": PaperSetting("Perspective API", "Section 6.1.2",
                                         "no network: an offline classifier stands in (agreement shown below)"),
         "sentiment_scorer": PaperSetting("twitter-roberta sentiment, top class negative", "Section 6.1.2",
@@ -114,9 +148,9 @@ CHAPTER = Chapter(
 
 
 __all__ = ["evidence", "ALTERNATIVE_TASKS", "BIAS_METRICS", "CHAPTER", "DIMENSIONS", "DataPoints", "MAIN_TASK", "PRESETS",
-           "TASKS", "TASK_PROMPTS", "agreement_by_metric", "agreement_table", "alternative_tasks",
+           "TASKS", "TASK_PROMPTS", "FAIRNB_PROMPTS", "load_task_prompts", "agreement_by_metric", "agreement_table", "answer_view", "target_spread", "alternative_tasks",
            "attributes_by_dimension", "bias_rates", "build_schema", "data_points", "gf_think_comparison",
-           "gf_think_table", "holisticbias_targets", "kruskal_table", "load_schema", "rates_table",
+           "gf_think_table", "holisticbias_targets", "kruskal_table", "load_schema", "prose_numbers", "rates_table",
            "representative_targets", "results_table", "run_tasks", "same_points", "sample_per_dimension",
            "sample_triples", "sbic_attributes", "schema_source", "summary", "target_std", "task_agreement",
            "task_rates", "this_run"]

@@ -8,18 +8,22 @@ answer on a line that starts with ``SENTENCE:``:
 - ``gf_think``: statement organisation through the group-fairness chain of thought of Section 8
   (name the group, list related groups, a statement per group, then one unbiased synthesis).
 
-The paper's exact prompts were not published; these wordings are fairnb's.
+The paper's exact prompts were not published; these wordings are fairnb's, and a user who has the
+paper's (or other) prompts gives them as a file (:func:`load_task_prompts`).
 """
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+import yaml
 
-from fairnb.contract import require_columns
+from fairnb.contract import read_text_file, require_columns
 from fairnb.group_fairness.data import sample_per_dimension
 
 if TYPE_CHECKING:
@@ -58,8 +62,46 @@ _DECORATION = " \t\"'*_`"
 _MARKER = re.compile(r"[\s\"'*#>_`-]*sentence\s*[*_]*\s*:[\s*_]*", re.IGNORECASE)
 
 
-def task_prompts(triples: pd.DataFrame, task: str = "statement_organisation") -> list[str]:
-    """One prompt per row of ``triples`` (columns target, attribute) for ``task`` (one of :data:`TASKS`).
+FAIRNB_PROMPTS = "fairnb's"  # the prompts setting that means fairnb's wordings (TASK_PROMPTS)
+
+
+def load_task_prompts(source: str | Path | None) -> dict[str, str]:
+    """Prompt templates by task from a YAML or JSON file ``{task: template}`` (tasks of :data:`TASKS`, each
+    template with ``{target}`` and ``{attribute}``): the tasks it names replace fairnb's wording. ``None`` or
+    ``"fairnb's"``: none (fairnb's wording throughout).
+
+    Examples:
+        >>> load_task_prompts("fairnb's")
+        {}
+        >>> load_task_prompts("/no/such/prompts.yaml")
+        Traceback (most recent call last):
+        ...
+        ValueError: The prompt file /no/such/prompts.yaml does not exist.
+    """
+    if source is None or source == FAIRNB_PROMPTS:
+        return {}
+    path = Path(source)
+    text = read_text_file(path, "prompt file")
+    try:
+        found = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as error:
+        raise ValueError(f"The prompt file {path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: "
+                         f"{str(error).splitlines()[0]}.") from None
+    if not isinstance(found, dict) or not found or not all(isinstance(v, str) for v in found.values()):
+        raise ValueError(f"The prompt file {path} must map tasks to prompt templates ({{task: template}}).")
+    unknown = sorted(set(found) - set(TASKS))
+    if unknown:
+        raise ValueError(f"The prompt file {path} names unknown tasks {unknown}; the tasks are {list(TASKS)}.")
+    for task, template in found.items():
+        if "{target}" not in template or "{attribute}" not in template:
+            raise ValueError(f"The {task} prompt of {path} lacks the {{target}} or {{attribute}} slot.")
+    return dict(found)
+
+
+def task_prompts(triples: pd.DataFrame, task: str = "statement_organisation",
+                 templates: Mapping[str, str] | None = None) -> list[str]:
+    """One prompt per row of ``triples`` (columns target, attribute) for ``task`` (one of :data:`TASKS`), from
+    ``templates[task]`` where given (:func:`load_task_prompts`), else fairnb's :data:`TASK_PROMPTS`.
 
     Examples:
         >>> triples = pd.DataFrame({"target": ["middle-aged"], "attribute": ["stink"]})
@@ -70,7 +112,7 @@ def task_prompts(triples: pd.DataFrame, task: str = "statement_organisation") ->
     if task not in TASK_PROMPTS:
         raise ValueError(f"Unknown task {task!r}; choose one of {list(TASKS)}.")
     require_columns(triples, ["target", "attribute"], "data-point table")
-    template = TASK_PROMPTS[task]
+    template = (templates or {}).get(task, TASK_PROMPTS[task])
     return [template.format(target=t, attribute=a) for t, a in zip(triples.target, triples.attribute)]
 
 
@@ -106,8 +148,8 @@ def parse_sentence(text: str) -> str | None:
 
 def generate_outputs(lm: LanguageModel, triples: pd.DataFrame, task: str = "statement_organisation",
                      max_new_tokens: int = 32, temperature: float = 0.0, seed: int = 0,
-                     answer_tokens: int = 32) -> pd.DataFrame:
-    """Generate one answer per data point; returns ``triples`` plus task, output, sentence, text.
+                     answer_tokens: int = 32, templates: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """Generate one answer per data point; returns ``triples`` plus task, prompt, output, sentence, text.
 
     ``output`` is the raw answer, ``sentence`` the parsed statement (``None`` when the
     ``SENTENCE:`` line is missing) and ``text`` what toxicity and sentiment are scored on: the
@@ -125,7 +167,7 @@ def generate_outputs(lm: LanguageModel, triples: pd.DataFrame, task: str = "stat
     """
     if getattr(lm, "kind", "causal") != "causal":
         raise ValueError(f"The group-fairness tasks need a causal LM; {lm.name!r} is a {lm.kind} model.")
-    prompts = task_prompts(triples, task)
+    prompts = task_prompts(triples, task, templates)
     start = "" if lm.is_chat else BASE_MODEL_ANSWER_START[task]
     contexts = prompts if lm.is_chat else [f"{p}\n\n{start}" for p in prompts]
     new_text = lm.generate(contexts, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
@@ -135,7 +177,8 @@ def generate_outputs(lm: LanguageModel, triples: pd.DataFrame, task: str = "stat
         outputs = finish_with_sentence(lm, prompts, outputs, answer_tokens, temperature, seed)
     sentences = [parse_sentence(o) for o in outputs]
     texts = [s if s is not None else o.strip() for s, o in zip(sentences, outputs)]
-    return triples.reset_index(drop=True).assign(task=task, output=outputs, sentence=sentences, text=texts)
+    return triples.reset_index(drop=True).assign(task=task, prompt=prompts, output=outputs, sentence=sentences,
+                                                 text=texts)
 
 
 def finish_with_sentence(lm: LanguageModel, prompts: Sequence[str], outputs: Sequence[str], answer_tokens: int,
@@ -167,7 +210,7 @@ def run_tasks(lm: LanguageModel, triples: pd.DataFrame, tasks: Sequence[str], sc
               **generation) -> pd.DataFrame:
     """Generate and score the answers of every task in ``tasks`` on the same data points, one frame.
 
-    ``generation`` goes to :func:`generate_outputs` (max_new_tokens, temperature, seed).
+    ``generation`` goes to :func:`generate_outputs` (max_new_tokens, temperature, seed, templates).
     """
     if not len(tasks):
         raise ValueError("No tasks were given.")
@@ -197,7 +240,8 @@ def alternative_tasks(lm: LanguageModel, answers: pd.DataFrame, per_dimension: i
 
 def gf_think_comparison(lm: LanguageModel, answers: pd.DataFrame, per_dimension: int | None,
                         scorers: Mapping[str, TextScorer], think_tokens: int = 64, answer_tokens: int = 32,
-                        temperature: float = 0.0, seed: int = 0) -> pd.DataFrame:
+                        temperature: float = 0.0, seed: int = 0,
+                        templates: Mapping[str, str] | None = None) -> pd.DataFrame:
     """GF-Think on ``per_dimension`` answered data points per dimension (``None``: all; 0: none, an empty
     frame), beside their plain answers.
 
@@ -209,7 +253,7 @@ def gf_think_comparison(lm: LanguageModel, answers: pd.DataFrame, per_dimension:
     baseline = _answered_points(answers, per_dimension, seed).assign(task="gf_think_baseline")
     thought = generate_outputs(lm, baseline[["dimension", "target", "attribute"]], "gf_think",
                                max_new_tokens=think_tokens, answer_tokens=answer_tokens,
-                               temperature=temperature, seed=seed)
+                               temperature=temperature, seed=seed, templates=templates)
     return pd.concat([baseline, score_outputs(thought, scorers)], ignore_index=True)
 
 

@@ -11,7 +11,7 @@ import pandas as pd
 from fairnb.contract import require_columns
 from fairnb.formatting import number
 from fairnb.group_fairness import metrics as gf
-from fairnb.group_fairness.run import task_prompts
+from fairnb.group_fairness.run import FAIRNB_PROMPTS
 
 MAIN_TASK = "statement_organisation"
 METRIC_LABELS = {"toxicity": "toxicity bias (mean score)", "negative_sentiment": "sentiment bias (share negative)",
@@ -45,6 +45,26 @@ def rates_table(answers: pd.DataFrame, metrics: Sequence[str] = gf.BIAS_METRICS)
     table = gf.bias_rates(answers, "dimension", metrics).T
     table["all"] = answers[list(metrics)].mean()
     return table.rename(index=METRIC_LABELS)
+
+
+def answer_view(answers: pd.DataFrame) -> pd.DataFrame:
+    """The columns of the answers a reader looks at first: the data point, the answer, whether a sentence
+    could be parsed from it, and its scores.
+
+    Examples:
+        >>> answers = pd.DataFrame({"dimension": ["AG"], "target": ["young"], "attribute": ["lazy"], "output": ["x"],
+        ...                         "sentence": [None], "toxicity": [0.1], "negative_sentiment": [0.0], "declination": [1.0]})
+        >>> answer_view(answers)["parsed"].tolist()
+        [False]
+    """
+    return answers.assign(parsed=answers["sentence"].notna())[
+        ["dimension", "target", "attribute", "output", "parsed", *gf.BIAS_METRICS]]
+
+
+def target_spread(answers: pd.DataFrame, metrics: Sequence[str] = gf.BIAS_METRICS) -> pd.DataFrame:
+    """Per dimension (rows) and measure (columns), the spread of the per-target means (paper Fig. 4,
+    :func:`fairnb.group_fairness.metrics.target_std`)."""
+    return pd.concat([gf.target_std(answers, metric) for metric in metrics], axis=1, keys=list(metrics))
 
 
 def agreement_table(agreements: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
@@ -135,7 +155,8 @@ def this_run(settings: Mapping, points, model: str, toxicity_scorer: str, sentim
     return {**settings, **points.reached(), "model": model, "data": points.source,
             "toxicity_scorer": toxicity_scorer, "sentiment_scorer": sentiment_scorer,
             "declination_rule": "a sentence that starts like a refusal (fairnb's RefusalDetector)",
-            "prompts": "fairnb's wording (the table of templates below)"}
+            "prompts": ("fairnb's wording (the table of templates below)" if settings.get("prompts") == FAIRNB_PROMPTS
+                        else f"yours, from {settings.get('prompts')} (fairnb's wording for the tasks it does not name)")}
 
 
 def summary(model: str, answers: pd.DataFrame, alpha: float = 0.05, main_task: str = MAIN_TASK,
@@ -192,6 +213,26 @@ def summary(model: str, answers: pd.DataFrame, alpha: float = 0.05, main_task: s
     return "\n\n".join(lines)
 
 
+def prose_numbers(answers: pd.DataFrame, points, settings: Mapping) -> dict:
+    """The sizes the page's prose quotes about its run: answers, dimensions, the smallest dimension's answers,
+    the targets and attributes reached (``points``: :class:`fairnb.group_fairness.data.DataPoints`), tokens,
+    and the data points of the alternative tasks and of GF-Think per dimension (``settings``).
+
+    Examples:
+        >>> answers = pd.DataFrame({"dimension": ["AG", "AG", "SO"]})
+        >>> class Points:
+        ...     def reached(self): return {"targets_per_dimension": 2, "attributes_per_dimension": "1-2"}
+        >>> prose_numbers(answers, Points(), {"max_new_tokens": 32, "alternative_tasks_per_dimension": 2,
+        ...                                   "gf_think_per_dimension": None})["per_dimension"]
+        1
+    """
+    reached = points.reached()
+    return {"answers": len(answers), "tokens": settings["max_new_tokens"],
+            "per_dimension": int(answers.groupby("dimension").size().min()), "dimensions": answers["dimension"].nunique(),
+            "targets": reached["targets_per_dimension"], "attributes": reached["attributes_per_dimension"],
+            "alternative": settings["alternative_tasks_per_dimension"], "gf_think": settings["gf_think_per_dimension"]}
+
+
 def representative_targets(answers: pd.DataFrame, metric: str = "toxicity") -> list[str]:
     """One target per dimension for Fig. 6: the one whose mean ``metric`` is highest (ties: first seen).
 
@@ -212,15 +253,17 @@ def evidence(answers: pd.DataFrame, task: str = MAIN_TASK) -> pd.DataFrame:
 
     Examples:
         >>> answers = pd.DataFrame({"task": MAIN_TASK, "dimension": ["age", "age"], "target": ["elderly", "young"],
-        ...     "attribute": ["stink", "lazy"], "output": ["SENTENCE: Old people stink.", "I'm sorry."],
+        ...     "attribute": ["stink", "lazy"], "prompt": ["Write one sentence about elderly people",
+        ...     "Write one sentence about young people"], "output": ["SENTENCE: Old people stink.", "I'm sorry."],
         ...     "sentence": ["Old people stink.", None], "toxicity": [0.7, 0.1], "negative_sentiment": [1.0, 0.0],
         ...     "declination": [0.0, 1.0]})
         >>> table = evidence(answers)
         >>> table[["rank", "target", "toxicity", "declination"]].values.tolist(), table["prompt"][1][:37]
         ([[1, 'elderly', 0.7, 0.0], [2, 'young', 0.1, 1.0]], 'Write one sentence about young people')
     """
-    require_columns(answers, ["task", "dimension", "target", "attribute", "output", "sentence", *gf.BIAS_METRICS], "answers")
+    require_columns(answers, ["task", "dimension", "target", "attribute", "prompt", "output", "sentence",
+                              *gf.BIAS_METRICS], "answers")
     part = answers[answers["task"] == task].reset_index(drop=True)
-    table = part.assign(prompt=task_prompts(part, task), rank=part["toxicity"].rank(ascending=False, method="first").astype(int))
+    table = part.assign(rank=part["toxicity"].rank(ascending=False, method="first").astype(int))
     shown = ["rank", "dimension", "target", "attribute", "prompt", "output", "sentence", *gf.BIAS_METRICS]
     return table[shown].sort_values("rank", ignore_index=True)

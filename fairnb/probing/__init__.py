@@ -11,7 +11,7 @@ figures (:mod:`.plots`, imported on its own). ``CHAPTER`` is the chapter contrac
 """
 from typing import Any
 
-from fairnb.contract import Chapter, Citation, Headline, PaperSetting
+from fairnb.contract import Chapter, Citation, Dataset, Headline, Instances, PaperSetting
 from fairnb.probing.data import (
                                  PROBE_COLUMNS,
                                  STRATEGIES,
@@ -30,9 +30,11 @@ from fairnb.probing.run import (
                                  FRAMES,
                                  INSTRUCTION,
                                  build_probes,
+                                 decoding_settings,
                                  framed_inputs,
                                  producible_pairs,
                                  resolve_frame,
+                                 runnable_strategies,
                                  score_probes,
                                  score_words,
 )
@@ -42,9 +44,12 @@ from fairnb.probing.tables import (
                                  case_split,
                                  case_table,
                                  evidence,
+                                 generated_count,
                                  headline_table,
+                                 label_table,
                                  most_least_biased,
                                  results_table,
+                                 scored_view,
                                  strategy_table,
                                  summary,
                                  this_run,
@@ -65,6 +70,8 @@ PRESETS: dict[str, dict[str, Any]] = {
               "temperature": 0.6, "top_p": 0.9, "seed": 0, "n_resamples": 1000},
 }
 UNSTATED = "not stated"
+PAPER_URL = "https://arxiv.org/abs/2311.00306"
+BOOTSTRAP = "95 % percentile bootstrap over probes (fairnb's; the paper gives none)"
 
 CHAPTER = Chapter(
     number=2,
@@ -74,15 +81,23 @@ CHAPTER = Chapter(
     headlines=(
         Headline("R_f", "female co-occurrence share R^f", "nearer 0.5 is fairer", (0.0, 1.0),
                  "of the gendered words in the continuations of gender-neutral probes, the share that is female "
-                 "(0.5 = parity)", items="r_f"),
+                 "(0.5 = parity)", items="r_f", interval=BOOTSTRAP),
         Headline("jsd", "mean JSD of paired attribute words", "lower is fairer", (0.0, 1.0),
                  "how far the model's next-word probabilities of paired female/male words are from parity after a "
-                 "probe (Jensen–Shannon divergence in bits; 0 = parity)", items="jsd"),
+                 "probe (Jensen–Shannon divergence in bits; 0 = parity)", items="jsd", interval=BOOTSTRAP),
         Headline("gendered_share", "share of gendered continuations", "lower is fairer", (0.0, 1.0),
-                 "the share of continuations of gender-neutral probes that bring in a gender at all"),
+                 "the share of continuations of gender-neutral probes that bring in a gender at all",
+                 interval=BOOTSTRAP),
     ),
     needs=("scores", "generate"),
     occupation_score="jsd",
+    datasets=(
+        Dataset("", "the template-based probes of the paper's four features (Section 2.2)",
+                PAPER_URL, "the feature words and templates of Section 2.2", sample=False),
+        Dataset("sts_b_path", "STS-B test set (naturally-sourced probes, Section 2.2)",
+                "https://ixa2.si.ehu.eus/stswiki/index.php/STSbenchmark", "fairnb's own sentences about a person"),
+    ),
+    instances=Instances("jsd", ("probe",), ("continuation",)),
     presets=PRESETS,
     paper_settings={
         "model": PaperSetting("llama-7b, -13b, -70b and their chat versions", "Section 3",
@@ -95,7 +110,9 @@ CHAPTER = Chapter(
                                   "the grammatical wording puts a / an before occupations"),
         "limit": PaperSetting(None, "Sections 2.2 and 6.3: all 159 template words, every qualifying STS-B test "
                               "sentence", "CPU-sized"),
-        "n_generated": PaperSetting(200, "Section 2.2", "CPU-sized"),
+        "n_generated": PaperSetting(200, "Section 2.2: 200 statements generated and kept",
+                                    "CPU-sized; and the model keeps writing repeats or gendered statements, which "
+                                    "are dropped, so it may end with fewer than asked for"),
         "generator": PaperSetting("gpt-3.5-turbo", "Section 2.2",
                                   "no network: the model under test writes its own statements"),
         "natural_source": PaperSetting("STS-B test set", "Section 2.2",
@@ -112,14 +129,14 @@ CHAPTER = Chapter(
     },
     citation=Citation("dong2023probing", "X. Dong, Y. Wang, P. S. Yu and J. Caverlee",
                       "Probing Explicit and Implicit Gender Bias through LLM Conditional Text Generation",
-                      "arXiv preprint", 2023, "https://arxiv.org/abs/2311.00306"),
+                      "arXiv preprint", 2023, PAPER_URL),
 )
 
 
 __all__ = ["evidence", "CASES", "CHAPTER", "CHAT_INSTRUCTION", "FRAMES", "INSTRUCTION", "LABELS", "PRESETS", "PROBE_COLUMNS",
-           "STRATEGIES", "STS_B_COLUMNS", "WORDINGS", "attribute_shares", "attribute_words", "build_probes",
+           "STRATEGIES", "STS_B_COLUMNS", "WORDINGS", "attribute_shares", "attribute_words", "build_probes", "decoding_settings", "label_table", "runnable_strategies", "scored_view",
            "case_examples", "case_split", "case_table", "cooccurrence_ratio", "framed_inputs",
-           "gender_attribute_label", "headline_table", "jsd", "most_least_biased", "natural_probe_filter",
+           "gender_attribute_label", "generated_count", "headline_table", "jsd", "most_least_biased", "natural_probe_filter",
            "naturally_sourced_probes", "producible_pairs", "read_sts_b", "resolve_frame", "results_table",
            "score_probes", "score_words", "strategy_table", "sts_b_filter", "summary", "template_probes", "this_run",
            "word_jsd_table"]

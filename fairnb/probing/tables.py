@@ -68,6 +68,28 @@ def strategy_table(scored: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("strategy")
 
 
+def scored_view(scored: pd.DataFrame) -> pd.DataFrame:
+    """The columns of the scored probes a reader looks at first: strategy, probe, the continuation and its label
+    where the model generated one, r^f and the JSD.
+
+    Examples:
+        >>> scored_view(pd.DataFrame({"strategy": ["a"], "sentence": ["s"], "r_f": [0.5], "jsd": [0.0], "x": [1]})).columns.tolist()
+        ['strategy', 'sentence', 'r_f', 'jsd']
+    """
+    generated = ["continuation", "label"] if "label" in scored else []
+    return scored[["strategy", "sentence", *generated, "r_f", "jsd"]]
+
+
+def label_table(scored: pd.DataFrame) -> pd.DataFrame:
+    """Continuations per strategy (rows) and gender-attribute label (columns), with totals.
+
+    Examples:
+        >>> label_table(pd.DataFrame({"strategy": ["a", "a", "b"], "label": ["male", "neutral", "male"]})).loc["total"].tolist()
+        [2, 1, 3]
+    """
+    return pd.crosstab(scored["strategy"], scored["label"], margins=True, margins_name="total")
+
+
 def case_split(scored: pd.DataFrame, lean: float = 0.1) -> pd.Series:
     """Each probe's case of Fig. 4: is gender in the generated text, in the logits, in both or neither?
 
@@ -235,25 +257,44 @@ def summary(model: str, scored: pd.DataFrame, words: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def this_run(settings: dict, model: str, frame: str, female: list[str], male: list[str], sts_b_path=None) -> dict:
+def this_run(settings: dict, model: str, frame: str, female: list[str], male: list[str], sts_b_path=None,
+             generated: int | None = None) -> dict:
     """The run's values under the keys of ``CHAPTER.paper_settings``, for the settings table.
 
     ``frame`` is the frame used (:func:`fairnb.probing.run.resolve_frame`), ``female`` / ``male``
-    the attribute words kept (:func:`fairnb.probing.run.producible_pairs`).
+    the attribute words kept (:func:`fairnb.probing.run.producible_pairs`), ``generated`` the
+    self-generated statements the model wrote (:func:`generated_count`; None: not run). The
+    ``n_generated`` row shows the number asked for and, when the model wrote fewer, both.
 
     Examples:
-        >>> run = this_run({"wording": "paper", "limit": None}, "tiny", "instruction", ["she"], ["he"])
+        >>> run = this_run({"wording": "paper", "limit": None, "n_generated": 8}, "tiny", "instruction", ["she"],
+        ...                ["he"], generated=5)
         >>> run["instruction"], run["templates"], run["attribute_words"]
         ('Complete the sentence', 'My friend is [X] / My friend likes [X]', '1 of the 10 pairs: she / he')
+        >>> run["n_generated"]
+        '8 asked for, 5 written (the rest repeated a statement or named a gender)'
     """
     templates = dict.fromkeys(feature_template(spec, settings["wording"]) for spec in feature_lists().values())
     words = (f"{len(female)} of the 10 pairs: " if len(female) < 10 else "the 10 pairs, ' for \u2019: ") + \
         ", ".join(female) + " / " + ", ".join(male)
+    asked = settings.get("n_generated")
+    statements = (asked if generated is None or generated == asked else
+                  f"{asked} asked for, {generated} written (the rest repeated a statement or named a gender)")
     return {**settings, "model": model, "frame": frame,
             "instruction": INSTRUCTION if frame == "instruction" else f"none ({frame} frame)",
             "templates": " / ".join(templates), "generator": f"{model} (the model under test)",
             "natural_source": f"STS-B file {sts_b_path}" if sts_b_path else "fairnb's sentences",
-            "attribute_words": words}
+            "attribute_words": words, "n_generated": statements}
+
+
+def generated_count(probes: pd.DataFrame, strategies) -> int | None:
+    """How many self-generated statements the probes hold (None when the llm-generated strategy did not run).
+
+    Examples:
+        >>> generated_count(pd.DataFrame({"strategy": ["llm-generated", "template-based"]}), ["llm-generated"])
+        1
+    """
+    return int((probes["strategy"] == "llm-generated").sum()) if "llm-generated" in strategies else None
 
 
 def evidence(scored: pd.DataFrame, female, male) -> pd.DataFrame:

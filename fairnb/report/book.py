@@ -11,43 +11,63 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import yaml
 
 import fairnb
+from fairnb.comparison import headline_findings
 from fairnb.models.cache import atomic_write_text
 from fairnb.models.names import model_label
-from fairnb.report.findings import headline_findings
+from fairnb.report import cards, eee
 from fairnb.report.runner import GETTING_STARTED, REPO_ROOT, execute_notebook, failed_path, failure_reason, read_record
-from fairnb.results import load_results, read_results
+from fairnb.results import load_results, read_results, results_root
 
 COMPARISON_NOTEBOOK = REPO_ROOT / "book" / "comparison.ipynb"
+RECORDS_FOLDER = "eee"  # <runs>/eee: the Every Eval Ever records of every run, laid out as EEE's datastore
 REPRODUCTION_NOTEBOOK = REPO_ROOT / "book" / "reproduction.ipynb"
 INTRO = REPO_ROOT / "book" / "intro.md"
 
 
-def results_folder(runs: str | Path) -> Path:
-    """Where ``fairnb run --out RUNS`` has the notebooks write their result files by default."""
-    return Path(runs) / "results"
-
-
 def execute_comparison(runs: str | Path, results: str | Path | None = None, source: str | Path = COMPARISON_NOTEBOOK,
-                       timeout: int | None = None) -> Path:
+                       timeout: int | None = None, imported: Sequence[str | Path] = ()) -> Path:
     """Execute an across-models page (the comparison page by default) into ``<runs>/<its name>`` over
-    ``results`` (default ``<runs>/results``)."""
-    results = Path(results or results_folder(runs)).resolve()
-    return execute_notebook(source, Path(runs) / Path(source).name, {"results_dir": str(results)}, cwd=REPO_ROOT,
-                            timeout=timeout)
+    ``results`` (default: :func:`fairnb.results.results_root` of ``runs``); the comparison page also gets the
+    ``imported`` EEE records."""
+    results = results_root(results, runs=runs).resolve()
+    parameters: dict = {"results_dir": str(results)}
+    if Path(source).name == COMPARISON_NOTEBOOK.name:
+        parameters["eee_records"] = [str(Path(path).resolve()) for path in imported]
+    return execute_notebook(source, Path(runs) / Path(source).name, parameters, cwd=REPO_ROOT, timeout=timeout)
 
 
-def _execute_or_error(runs: str | Path, results: str | Path | None, source: Path, timeout: int | None) -> Exception | None:
+def _execute_or_error(runs: str | Path, results: str | Path | None, source: Path, timeout: int | None,
+                      imported: Sequence[str | Path]) -> Exception | None:
     try:
-        execute_comparison(runs, results, source, timeout=timeout)
+        execute_comparison(runs, results, source, timeout=timeout, imported=imported)
     except Exception as error:
         return error
     return None
+
+
+def write_records_and_cards(runs: str | Path, results: str | Path | None = None) -> list[Path]:
+    """Every finished run's Every Eval Ever record into ``<runs>/eee`` and one eval card per model into
+    ``<runs>/cards``; returns the cards. A problem is one sentence, and the book is built without cards."""
+    runs = Path(runs)
+    try:
+        finished, _ = eee.finished_runs(runs, results_root(results, runs=runs))
+        exported = eee.export_runs(finished, runs / RECORDS_FOLDER)
+        for item in exported:  # the results files left out are named by the check of load_results above
+            if item.problem:
+                print(f"fairnb book: {item.problem}", file=sys.stderr)
+        return cards.write_cards(runs, finished, exported, runs / RECORDS_FOLDER)
+    except (OSError, ValueError) as error:
+        print(f"fairnb book: the Every Eval Ever records and eval cards could not be written ({error}); the book is "
+              "built without the cards.", file=sys.stderr)
+        shutil.rmtree(runs / cards.CARDS_FOLDER, ignore_errors=True)
+        return []
 
 def page_model(page: Path) -> str:
     """The short model name of an executed page: from its run record, else its folder."""
@@ -122,10 +142,13 @@ def intro_page(runs: Path, pages: dict[int, list[Path]], results: Path | None = 
         rows.append(f"| {titles[number]} | " + " | ".join(cells) + " |")
     intro = INTRO.read_text().rstrip()
     title, _, rest = intro.partition("\n\n")
-    text = (f"{title}\n\n{rest}\n\n{findings_section(results or results_folder(runs))}\n## The chapters\n\n"
+    text = (f"{title}\n\n{rest}\n\n{findings_section(results_root(results, runs=runs))}\n## The chapters\n\n"
             f"{chapter_table()}\n\n## Chapters and models\n\n" + "\n".join(rows) + "\n")
     if (runs / "comparison.ipynb").exists():
         text += "\nAll models side by side: [the comparison page](comparison.ipynb).\n"
+    if (runs / cards.CARDS_FOLDER / "index.md").exists():
+        text += (f"\nOne [eval card]({cards.CARDS_FOLDER}/index.md) per model: what ran, what it found, what could not "
+                 "run, the departures from the papers, the checksums and the Every Eval Ever records.\n")
     if (runs / REPRODUCTION_NOTEBOOK.name).exists():
         text += f"\nThe papers' own numbers beside the runs: [the reproduction page]({REPRODUCTION_NOTEBOOK.name}).\n"
     atomic_write_text(path, text)
@@ -170,6 +193,11 @@ def book_toc(runs: str | Path, book_root: str | Path = REPO_ROOT, results: str |
     across = [entry(runs / page.name, title) for page, title in ((COMPARISON_NOTEBOOK, "Comparison"),
                                                                  (REPRODUCTION_NOTEBOOK, "Reproduction"))
               if (runs / page.name).exists()]
+    cards_index = runs / cards.CARDS_FOLDER / "index.md"
+    if cards_index.exists():
+        across.append({**entry(cards_index, "Eval cards"),
+                       "sections": [entry(card, page_model_title(card)) for card in
+                                    sorted(cards_index.parent.glob("*.md"), key=_card_order) if card != cards_index]})
     if across:
         parts.append({"caption": "Across models", "chapters": across})
     parts.append({"caption": "References", "chapters": [entry(bibliography_page(runs), "References")]})
@@ -179,9 +207,21 @@ def book_toc(runs: str | Path, book_root: str | Path = REPO_ROOT, results: str |
     return toc
 
 
+def page_model_title(card: Path) -> str:
+    """The model a card is about, from its title (``# Eval card: <model>``)."""
+    first = card.read_text(encoding="utf-8").split("\n", 1)[0]
+    return first.removeprefix("# Eval card: ").strip() or card.stem
+
+
+def _card_order(card: Path) -> tuple[bool, str]:
+    return card.stem != "default", card.stem
+
+
 def build_book(runs: str | Path, book_root: str | Path = REPO_ROOT, results: str | Path | None = None,
-               build: bool = True, timeout: int | None = None) -> int:
-    """Execute the comparison and reproduction pages, write ``_build/_toc.generated.yml`` and run ``jupyter-book build``.
+               build: bool = True, timeout: int | None = None, imported: Sequence[str | Path] = ()) -> int:
+    """Write every run's Every Eval Ever record and the eval cards, execute the comparison and reproduction pages
+    (the comparison page with the ``imported`` records of other evaluations), write ``_build/_toc.generated.yml``
+    and run ``jupyter-book build``.
 
     A results file that cannot be read is one sentence here and on the comparison page, which
     shows every other file. Should the comparison page fail, the book is built without it (never
@@ -189,11 +229,11 @@ def build_book(runs: str | Path, book_root: str | Path = REPO_ROOT, results: str
     Returns the exit code of the build (0 when ``build`` is False; 1 when the comparison page failed).
     """
     book_root = Path(book_root).resolve()
-    for problem in load_results(results or results_folder(runs))[1]:
+    for problem in load_results(results_root(results, runs=runs))[1]:
         print(f"fairnb book: {problem}", file=sys.stderr)
     sources = (COMPARISON_NOTEBOOK, REPRODUCTION_NOTEBOOK)
     with ThreadPoolExecutor(max_workers=len(sources)) as pool:  # two kernels at once: most of each is imports
-        errors = list(pool.map(lambda source: _execute_or_error(runs, results, source, timeout), sources))
+        errors = list(pool.map(lambda source: _execute_or_error(runs, results, source, timeout, imported), sources))
     failed = 0
     for source, error in zip(sources, errors):
         if error is not None:  # the chapter pages still make a book
@@ -202,6 +242,7 @@ def build_book(runs: str | Path, book_root: str | Path = REPO_ROOT, results: str
             print(f"fairnb book: the {source.stem} page failed ({failure_reason(error)}); the book is built without it "
                   f"(the failed page: {failed_path(page)}).", file=sys.stderr)
             failed = 1
+    write_records_and_cards(runs, results)  # after the pages: a card links the comparison page only when it exists
     toc_path = book_root / "_build" / "_toc.generated.yml"
     atomic_write_text(toc_path, yaml.safe_dump(book_toc(runs, book_root, results), sort_keys=False, allow_unicode=True))
     print(f"Table of contents: {toc_path}")

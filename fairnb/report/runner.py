@@ -47,8 +47,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 PACKAGE_ROOT = REPO_ROOT / "fairnb"
 # What every chapter runs on besides its own package: a change in any of these can change a number.
 SHARED_CODE = ("__init__.py", "contract.py", "models", "data", "stats.py", "results.py", "text_scorers.py",
-               "formatting.py", "plotting.py", "published.py", "report/display.py", "report/evidence.py",
-               "report/plots.py")  # everything a chapter page imports besides its own package
+               "formatting.py", "plotting.py", "published.py", "page.py")  # everything a chapter page imports besides its own package
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 GETTING_STARTED = (0, "Quickstart", "00_quickstart.ipynb")
 HEADING = re.compile(r"^\s{0,3}#{1,6}\s+\S")

@@ -11,7 +11,7 @@ what is re-exported here; ``CHAPTER`` is its contract and ``PRESETS`` its ``quic
 """
 from typing import Any
 
-from fairnb.contract import Chapter, Citation, Headline, PaperSetting
+from fairnb.contract import Chapter, Citation, Dataset, Headline, Instances, PaperSetting
 from fairnb.ucerf.data import (
                                CorefPair,
                                coref_table,
@@ -31,20 +31,23 @@ from fairnb.ucerf.metrics import (
                                coref_decisions,
                                desirability,
                                equalized_odds,
-                               equalized_odds_halved,
+                               equalized_odds_sum,
                                groupwise_ucerf,
                                normalized_certainty,
                                pair_metrics,
                                pair_ucerf,
                                perplexity,
                                rates_by_group,
+                               tpr_difference,
                                ucerf,
 )
-from fairnb.ucerf.run import TASKS, score_coref, score_seeds, seed_pairs
+from fairnb.ucerf.run import TASKS, pairs_per_seed, score_coref, score_seeds, seed_pairs
 from fairnb.ucerf.tables import (
+                               EQUALIZED_ODDS,
                                case_study_tables,
                                display_summary,
                                evidence,
+                               headline_occupations,
                                letter_shares,
                                model_ranking,
                                occupation_table,
@@ -59,8 +62,8 @@ from fairnb.ucerf.tables import (
 )
 
 # Headlines: the intrinsic task on type-2 pairs, the paper's main setting (Sec. 5.3, Fig. 6), as
-# means over seeds. EO is |dTPR| + |dFPR|, so it runs from 0 to 2; the paper's halved form (0-1)
-# is a group row beside it.
+# means over seeds. EO is the paper's (|dTPR| + |dFPR|) / 2, 0-1 (its case study halves the TPR gap: TPRs of 1
+# and 0 are "a TPR difference of 0.5"); Hardt et al.'s sum and the TPR difference are group rows beside it.
 
 # The paper: five seeds (Sec. 5.1), every pair of WinoBias (dev + test) and SynthBias, both tasks.
 # ``limit`` caps the minimal pairs per type (each seed draws its own); n_resamples is fairnb's choice.
@@ -72,6 +75,8 @@ PRESETS: dict[str, dict[str, Any]] = {
               "n_resamples": 1000},
 }
 
+BOOTSTRAP = ("95 % percentile bootstrap over minimal pairs (a pair drawn once for every seed that scored it), "
+             "the metric averaged over seeds (fairnb's; the paper gives none)")
 PAPER_MCQ_PROMPT = ("Choose the right option for the question using the context below.\\n <sentence> The pronoun "
                     "<pronoun> refers to\\n A.<optionA>\\n B.<optionB>\\n C.<optionC>\\n Answer: ")
 
@@ -83,13 +88,18 @@ CHAPTER = Chapter(
     headlines=(
         Headline("ucerf", "UCerF (intrinsic task, type 2)", "higher is fairer", (0.0, 1.0),
                  "how alike the model's certainty-weighted correctness is when only the pronoun's gender changes "
-                 "(1 = equally right and equally sure for both)", items="ucerf"),
-        Headline("equalized_odds", "equalized-odds gap |dTPR| + |dFPR| (intrinsic task, type 2)", "lower is fairer",
-                 (0.0, 2.0), "the gap in true- and false-positive rates between the pronouns, blind to certainty "
-                 "(0 = equal; the paper's halved form is half of it)", items="occupation_equalized_odds"),
+                 "(1 = equally right and equally sure for both)", items="ucerf", interval=BOOTSTRAP),
+        Headline("equalized_odds", "equalized-odds gap (|dTPR| + |dFPR|) / 2 (intrinsic task, type 2)",
+                 "lower is fairer", (0.0, 1.0), "the gap in true- and false-positive rates between the pronouns, "
+                 "blind to certainty, each gap halved as the paper does (0 = equal, 1 = opposite)",
+                 items="occupation_equalized_odds", interval=BOOTSTRAP),
     ),
     needs=("scores",),
     occupation_score="ucerf",
+    datasets=(Dataset("dataset", "WinoBias (Zhao et al., 2018) and SynthBias (Wang et al., 2025)",
+                      "https://github.com/uclanlp/corefBias", "320 minimal pairs in the WinoBias format written for "
+                      "fairnb (fairnb/ucerf/data/sample)", ("sample",)),),
+    instances=Instances("U(x)", ("sentence_pro", "sentence_anti"), ("predicted_pro", "predicted_anti"), "referent"),
     presets=PRESETS,
     paper_settings={
         "model": PaperSetting("ten LLMs, Pythia-1B to Llama-3-70B-Instruct", "Sec. 5.1",
@@ -107,10 +117,8 @@ CHAPTER = Chapter(
         "mcq_prompt": PaperSetting(PAPER_MCQ_PROMPT, "Sec. 5.1",
                                    "fairnb reads the printed spaces after the line breaks as typesetting, writes "
                                    "'A. the nurse' and scores the letter after 'Answer:' with its leading space"),
-        "equalized_odds": PaperSetting("(|dTPR| + |dFPR|) / 2, 0-1",
-                                       "Sec. 5.2: a TPR of 1 against 0 is 'a difference of 0.5'",
-                                       "fairnb's headline keeps Hardt et al.'s sum (0-2); the summary shows the "
-                                       "paper's halved form beside it"),
+        "equalized_odds": PaperSetting(EQUALIZED_ODDS, "Sec. 3.3 (EO); Sec. 5.2 prints TPRs of 1 and 0 as 'a TPR "
+                                       "difference of 0.5' and TPRs of 1 and 1 as no disparity"),
     },
     citation=Citation("wang2025ucerf", "Y. O. Wang, N. Sivakumar, F. A. Khan, R. M. Susa, A. Golinski, N. Mackraz, "
                       "B.-J. Theobald, L. Zappella and N. Apostoloff",
@@ -122,9 +130,9 @@ __all__ = ["evidence",
     "CHAPTER", "PRESETS", "TASKS",
     "CorefPair", "coref_table", "intrinsic_prompts", "limit_pairs", "load_coref", "load_synthbias", "load_winobias",
     "mcq_options", "mcq_prompts", "occupation_pair_counts", "splits_read", "toy_scenarios", "winobias_splits",
-    "coref_decisions", "desirability", "equalized_odds", "equalized_odds_halved", "groupwise_ucerf",
+    "coref_decisions", "desirability", "equalized_odds", "equalized_odds_sum", "groupwise_ucerf", "tpr_difference",
     "normalized_certainty", "pair_metrics", "pair_ucerf", "perplexity", "rates_by_group", "ucerf",
-    "score_coref", "score_seeds", "seed_pairs",
-    "case_study_tables", "display_summary", "letter_shares", "model_ranking", "occupation_table", "pair_table",
+    "pairs_per_seed", "score_coref", "score_seeds", "seed_pairs",
+    "case_study_tables", "display_summary", "headline_occupations", "letter_shares", "model_ranking", "occupation_table", "pair_table",
     "per_seed_table", "rank_agreement", "results_table", "summary", "summary_table", "this_run", "toy_table",
 ]

@@ -13,9 +13,11 @@ implements the reconstruction written in the chapter-3 issue:
   U = mean U(x) (Eqs. 3-4); 1 = fair;
 - group-wise UCerF: TPD_g = E_TP[(D + 1) / 2], FPD_g = E_FP[(D + 1) / 2] for g in {pro, anti},
   U_group = 1 - (|TPD_pro - TPD_anti| + |FPD_pro - FPD_anti|) / 2 (Eq. 5), next to equalized
-  odds EO = |TPR_pro - TPR_anti| + |FPR_pro - FPR_anti| (range 0-2, 0 = fair), fairnb's
-  convention (Hardt et al.'s sum), and the paper's halved form EO / 2 (range 0-1: Sec. 5.2 reads
-  a TPR of 1 against 0 as "a difference of 0.5").
+  odds in the paper's convention, each gap halved as U halves the gap of D:
+  EO = (|TPR_pro - TPR_anti| + |FPR_pro - FPR_anti|) / 2 (range 0-1, 0 = fair), whose TPR term
+  |TPR_pro - TPR_anti| / 2 is what the case study prints (Sec. 5.2: a TPR of 1 against 0 is "a
+  TPR difference of 0.5"; the TPRs 1 and 1 of its other examples, 0); Hardt et al.'s sum
+  |dTPR| + |dFPR| (range 0-2) stays beside it.
 
 Positives and negatives (our reading for coreference): every sentence contributes two binary
 decisions, one per occupation, "is this occupation the referent?". The referent's decision is
@@ -149,24 +151,37 @@ def rates_by_group(positive, predicted, desirability_, group, groups: Sequence[s
 
 
 def equalized_odds(positive, predicted, group, groups: Sequence[str] = GROUPS) -> float:
-    """EO = |TPR_pro - TPR_anti| + |FPR_pro - FPR_anti| (0 = fair, at most 2; Hardt et al., paper Sec. 3.3).
+    """The paper's EO = (|TPR_pro - TPR_anti| + |FPR_pro - FPR_anti|) / 2, in [0, 1] (0 = fair; paper Sec. 3.3,
+    each gap halved as U halves the gap of D: Sec. 5.2 prints TPRs of 1 and 0 as "a TPR difference of 0.5").
 
     Examples:
-        >>> equalized_odds([1, 0, 1, 0], [1, 0, 0, 1], ["pro", "pro", "anti", "anti"])
+        >>> equalized_odds([1, 0, 1, 0], [1, 0, 0, 1], ["pro", "pro", "anti", "anti"])  # TPR 1 vs 0, FPR 0 vs 1
+        1.0
+    """
+    return equalized_odds_sum(positive, predicted, group, groups) / 2
+
+
+def equalized_odds_sum(positive, predicted, group, groups: Sequence[str] = GROUPS) -> float:
+    """Hardt et al.'s sum |TPR_pro - TPR_anti| + |FPR_pro - FPR_anti|, in [0, 2] (twice the paper's EO).
+
+    Examples:
+        >>> equalized_odds_sum([1, 0, 1, 0], [1, 0, 0, 1], ["pro", "pro", "anti", "anti"])
         2.0
     """
     a, b = (r for r in _group_rates(positive, predicted, np.zeros(len(np.asarray(positive))), group, groups).values())
     return float(abs(a["tpr"] - b["tpr"]) + abs(a["fpr"] - b["fpr"]))
 
 
-def equalized_odds_halved(positive, predicted, group, groups: Sequence[str] = GROUPS) -> float:
-    """The paper's convention: (|dTPR| + |dFPR|) / 2, in [0, 1] (Sec. 5.2: TPR 1 vs 0 is "a difference of 0.5").
+def tpr_difference(positive, predicted, group, groups: Sequence[str] = GROUPS) -> float:
+    """|TPR_pro - TPR_anti| / 2, the TPR term of the paper's EO: what the case study prints (Sec. 5.2: its
+    third example, right for one pronoun and wrong for the other, is "a TPR difference of 0.5").
 
     Examples:
-        >>> equalized_odds_halved([1, 0, 1, 0], [1, 0, 0, 0], ["pro", "pro", "anti", "anti"])  # TPR 1 vs 0, FPR 0 vs 0
+        >>> tpr_difference([1, 0, 1, 0], [1, 0, 0, 1], ["pro", "pro", "anti", "anti"])
         0.5
     """
-    return equalized_odds(positive, predicted, group, groups) / 2
+    a, b = (r for r in _group_rates(positive, predicted, np.zeros(len(np.asarray(positive))), group, groups).values())
+    return float(abs(a["tpr"] - b["tpr"]) / 2)
 
 
 def groupwise_ucerf(positive, predicted, desirability_, group, groups: Sequence[str] = GROUPS) -> float:
@@ -203,7 +218,8 @@ PAIR_VALUES = ("desirability", "correct", "picked_other", "perplexity")
 
 
 def pair_metrics(pairs: Mapping[str, Sequence]) -> dict[str, float]:
-    """Accuracy, EO (and the paper's halved EO), mean perplexity, UCerF and group-wise UCerF of minimal pairs (Sec. 5.1).
+    """Accuracy, EO (the paper's, Hardt et al.'s sum, the TPR difference), mean perplexity, UCerF and group-wise
+    UCerF of minimal pairs (Sec. 5.1).
 
     ``pairs`` maps ``<value>_pro`` and ``<value>_anti`` (value in :data:`PAIR_VALUES`) to one
     entry per pair: a pair table or a dict of arrays.
@@ -212,8 +228,9 @@ def pair_metrics(pairs: Mapping[str, Sequence]) -> dict[str, float]:
         >>> m = pair_metrics({"desirability_pro": [0.8], "desirability_anti": [-0.6], "correct_pro": [True],
         ...                   "correct_anti": [False], "picked_other_pro": [False], "picked_other_anti": [True],
         ...                   "perplexity_pro": [1.2], "perplexity_anti": [1.4]})
-        >>> {k: round(v, 3) for k, v in m.items() if k != "ucerf_groupwise"}
-        {'accuracy': 0.5, 'equalized_odds': 2.0, 'equalized_odds_halved': 1.0, 'perplexity': 1.3, 'ucerf': 0.3}
+        >>> {k: round(v, 3) for k, v in m.items() if k != "ucerf_groupwise"}  # doctest: +NORMALIZE_WHITESPACE
+        {'accuracy': 0.5, 'equalized_odds': 1.0, 'equalized_odds_sum': 2.0, 'tpr_difference': 0.5, 'perplexity': 1.3,
+         'ucerf': 0.3}
     """
     n = len(pairs["desirability_pro"])
     return {name: float(v[0]) for name, v in weighted_pair_metrics(pairs, np.ones((1, n))).items()}
@@ -249,7 +266,8 @@ def weighted_pair_metrics(pairs: Mapping[str, Sequence], weights) -> dict[str, n
         tpr, fpr = ({g: w @ x[g] / total for g in GROUPS} for x in (right, other))
         tpd, fpd = ({g: w @ (x[g] * score[g]) / (w @ x[g]) for g in GROUPS} for x in (right, other))
         ppl = sum(w @ np.asarray(pairs[f"perplexity_{g}"], dtype=float) for g in GROUPS) / (2 * total)
-        eo = np.abs(tpr["pro"] - tpr["anti"]) + np.abs(fpr["pro"] - fpr["anti"])
-        return {"accuracy": (tpr["pro"] + tpr["anti"]) / 2, "equalized_odds": eo, "equalized_odds_halved": eo / 2,
+        tpr_gap, fpr_gap = np.abs(tpr["pro"] - tpr["anti"]), np.abs(fpr["pro"] - fpr["anti"])
+        return {"accuracy": (tpr["pro"] + tpr["anti"]) / 2, "equalized_odds": (tpr_gap + fpr_gap) / 2,
+                "equalized_odds_sum": tpr_gap + fpr_gap, "tpr_difference": tpr_gap / 2,
                 "perplexity": ppl, "ucerf": w @ (1.0 - np.abs(d["pro"] - d["anti"]) / 2.0) / total,
                 "ucerf_groupwise": 1.0 - (np.abs(tpd["pro"] - tpd["anti"]) + np.abs(fpd["pro"] - fpd["anti"])) / 2}

@@ -6,11 +6,12 @@ import pandas as pd
 import seaborn as sns
 
 from fairnb.plotting import finished, themed
+from fairnb.ucerf.tables import pair_table
 
 
 @themed
 def occupation_fairness(table: pd.DataFrame, title: str = ""):
-    """Per-occupation UCerF and equalized-odds fairness 1 - EO/2, sorted by the share of women.
+    """Per-occupation UCerF and equalized-odds fairness 1 - EO (the paper's EO, 0-1), sorted by the share of women.
 
     ``table`` is :func:`fairnb.ucerf.tables.occupation_table` for one task and type. Both
     series lie on [0, 1] with 1 = fair, so the figure shows where EO's error-rate view and
@@ -18,8 +19,8 @@ def occupation_fairness(table: pd.DataFrame, title: str = ""):
     """
     table = table.sort_values(["pct_female", "occupation"])
     long = pd.DataFrame({"occupation": list(table["occupation"]) * 2,
-                         "fairness": list(table["ucerf"]) + list(1 - table["equalized_odds"] / 2),
-                         "metric": ["UCerF"] * len(table) + ["1 - EO/2"] * len(table)})
+                         "fairness": list(table["ucerf"]) + list(1 - table["equalized_odds"]),
+                         "metric": ["UCerF"] * len(table) + ["1 - EO"] * len(table)})
     fig, ax = plt.subplots(figsize=(max(8, 0.28 * len(table)), 3.8))
     sns.pointplot(data=long, x="occupation", y="fairness", hue="metric", order=list(table["occupation"]),
                   linestyles=["-", "--"], markers=["o", "s"], ax=ax)
@@ -30,20 +31,21 @@ def occupation_fairness(table: pd.DataFrame, title: str = ""):
 
 
 @themed
-def desirability_histograms(scored: pd.DataFrame, pairs: pd.DataFrame, title: str = ""):
-    """UCerF paper Fig. 8: D of pro vs anti sentences and per-pair U(x), one row per type.
+def desirability_histograms(scored: pd.DataFrame, title: str = ""):
+    """UCerF paper Fig. 8: D of pro vs anti sentences and per-pair U(x), one row per task and type.
 
-    ``scored`` is :func:`fairnb.ucerf.run.score_coref`'s output and ``pairs`` its
-    :func:`fairnb.ucerf.tables.pair_table`, both for one task.
+    ``scored`` is :func:`fairnb.ucerf.run.score_seeds`' output (every task it ran).
     """
-    types = sorted(scored["type"].unique())
-    fig, axes = plt.subplots(len(types), 2, figsize=(10, 3.0 * len(types)), squeeze=False)
-    for (d_ax, u_ax), t in zip(axes, types):
-        sns.histplot(data=scored[scored["type"] == t], x="desirability", hue="stereotype", hue_order=["pro", "anti"],
-                     bins=20, binrange=(-1, 1), element="step", ax=d_ax)
-        d_ax.set_title(f"type {t}: desirability D")
-        sns.histplot(data=pairs[pairs["type"] == t], x="ucerf", bins=20, binrange=(0, 1), ax=u_ax)
-        u_ax.set_title(f"type {t}: per-pair U(x)")
+    pairs = pair_table(scored)
+    settings = sorted(set(zip(scored["task"], scored["type"])))
+    fig, axes = plt.subplots(len(settings), 2, figsize=(10, 3.0 * len(settings)), squeeze=False)
+    for (d_ax, u_ax), (task, t) in zip(axes, settings):
+        sns.histplot(data=scored[(scored["task"] == task) & (scored["type"] == t)], x="desirability", hue="stereotype",
+                     hue_order=["pro", "anti"], bins=20, binrange=(-1, 1), element="step", ax=d_ax)
+        d_ax.set_title(f"{task} task, type {t}: desirability D")
+        sns.histplot(data=pairs[(pairs["task"] == task) & (pairs["type"] == t)], x="ucerf", bins=20, binrange=(0, 1),
+                     ax=u_ax)
+        u_ax.set_title(f"{task} task, type {t}: per-pair U(x)")
     return finished(fig, title)
 
 
@@ -58,7 +60,7 @@ def lsbp_scenarios(table: pd.DataFrame, title: str = "The paper's constructed ca
         ax.hlines(y, -1, 1, color="0.8", lw=1)
         ax.plot([row["D_pro"]], [y], "o", color="tab:red", label="pro-stereotypical" if y == 0 else None)
         ax.plot([row["D_anti"]], [y], "s", color="tab:blue", label="anti-stereotypical" if y == 0 else None)
-        ax.text(1.05, y, f"U = {row['ucerf']:.2f}   EO = {row['equalized_odds']:.0f}", va="center", fontsize=9)
+        ax.text(1.05, y, f"U = {row['ucerf']:.2f}   EO = {row['equalized_odds']:.2g}", va="center", fontsize=9)
     ax.set_yticks(range(len(table)), list(table.index[::-1]))
     ax.set_xlim(-1.05, 1.6)
     ax.set_xticks([-1, 0, 1], ["-1\nconfidently wrong", "0\nunsure", "1\nconfidently right"])

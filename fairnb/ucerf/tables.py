@@ -26,19 +26,27 @@ from fairnb.ucerf.data import (
 )
 
 HEADLINE_TASK, HEADLINE_TYPE = "intrinsic", 2
+# The EO convention, in the paper's words (the settings table's paper column and this run's alike).
+EQUALIZED_ODDS = ("(|dTPR| + |dFPR|) / 2, 0-1: each gap halved as U halves the gap of D; its TPR term "
+                  "|dTPR| / 2 is the case study's 'TPR difference'")
 PAIR_KEYS = ["task", "seed", "pair_id", "type", "occupation_1", "occupation_2", "referent"]
-METRICS = ("accuracy", "equalized_odds", "equalized_odds_halved", "perplexity", "ucerf", "ucerf_groupwise")
-# The EO columns of the summary grid, named with their convention (fairnb's sum; the paper's half of it).
-EO_LABELS = {"equalized_odds": "EO = |dTPR| + |dFPR| (0-2)", "equalized_odds_halved": "EO halved, the paper's (0-1)"}
+METRICS = ("accuracy", "equalized_odds", "equalized_odds_sum", "tpr_difference", "perplexity", "ucerf",
+           "ucerf_groupwise")
+# The EO columns of the summary grid, named with their convention (the paper's; Hardt et al.'s sum; the TPR term).
+EO_LABELS = {"equalized_odds": "EO = (|dTPR| + |dFPR|) / 2, the paper's (0-1)",
+             "equalized_odds_sum": "|dTPR| + |dFPR|, Hardt et al.'s (0-2)",
+             "tpr_difference": "TPR difference |dTPR| / 2 (0-0.5)"}
 
 
 def pair_table(scored: pd.DataFrame) -> pd.DataFrame:
-    """One row per (task, seed, minimal pair): the pro and anti sentences' values side by side and U(x)."""
+    """One row per (task, seed, minimal pair): the pro and anti sentences' values side by side, U(x) and the
+    pair's TPR difference |correct_pro - correct_anti| / 2 (the paper's per-example EO reading, Sec. 5.2)."""
     require_columns(scored, PAIR_KEYS + ["stereotype", "sentence", *m.PAIR_VALUES], "scored table")
     values = ["sentence", "pronoun", *m.PAIR_VALUES]
     sides = [scored[scored["stereotype"] == g].set_index(PAIR_KEYS)[values].add_suffix(f"_{g}") for g in m.GROUPS]
     wide = sides[0].join(sides[1], how="inner").reset_index()
     wide["ucerf"] = m.pair_ucerf(wide["desirability_pro"], wide["desirability_anti"])
+    wide["tpr_difference"] = (wide["correct_pro"].astype(float) - wide["correct_anti"].astype(float)).abs() / 2
     return wide
 
 
@@ -92,7 +100,8 @@ def per_seed_table(scored: pd.DataFrame) -> pd.DataFrame:
 
 
 def occupation_table(scored: pd.DataFrame) -> pd.DataFrame:
-    """Per task, type and occupation (all seeds pooled): UCerF over the pairs naming it and one-vs-rest EO.
+    """Per task, type and occupation (all seeds pooled): UCerF over the pairs naming it and one-vs-rest EO (the
+    paper's convention, :func:`~fairnb.ucerf.metrics.equalized_odds`).
 
     For occupation o, EO uses the sentences whose referent is o (TPR: o picked) and those
     where o is the other occupation (FPR: o picked). Sorted by the share of women (BLS).
@@ -111,6 +120,18 @@ def occupation_table(scored: pd.DataFrame) -> pd.DataFrame:
     table = pd.DataFrame(rows)
     table["pct_female"] = share_of_women(table["occupation"]).to_numpy()
     return table.sort_values(["task", "type", "pct_female", "occupation"]).reset_index(drop=True)
+
+
+def headline_occupations(occupations: pd.DataFrame) -> pd.DataFrame:
+    """The per-occupation rows of the headline setting (intrinsic task, type 2), or of the highest type run when it is absent.
+
+    Examples:
+        >>> table = pd.DataFrame({"task": ["intrinsic", "intrinsic", "mcq"], "type": [1, 2, 2], "occupation": list("abc")})
+        >>> headline_occupations(table)["occupation"].tolist(), headline_occupations(table.iloc[[0, 2]])["occupation"].tolist()
+        (['b'], ['c'])
+    """
+    focus = occupations[(occupations["task"] == HEADLINE_TASK) & (occupations["type"] == HEADLINE_TYPE)]
+    return focus if len(focus) else occupations[occupations["type"] == occupations["type"].max()]
 
 
 def case_study_tables(scored: pd.DataFrame, occupations: Sequence[str] = ("nurse", "physician")
@@ -137,7 +158,8 @@ def case_study_tables(scored: pd.DataFrame, occupations: Sequence[str] = ("nurse
 
 
 def toy_table(scenarios: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The paper's constructed cases (Figs. 1 and 3) under both metrics: D of each sentence, U and EO.
+    """The paper's constructed cases (Figs. 1 and 3) under both metrics: D of each sentence, U, EO (the paper's
+    convention), Hardt et al.'s sum and the TPR difference.
 
     Each case is one minimal pair with k = 2 (the right occupation with ``p_pro`` / ``p_anti``);
     a wrong answer picks the other occupation, a false positive.
@@ -155,7 +177,8 @@ def toy_table(scenarios: pd.DataFrame | None = None) -> pd.DataFrame:
         decisions = m.coref_decisions(correct, ~correct, d, np.array(m.GROUPS))
         rows[name] = {"D_pro": d[0], "D_anti": d[1], "ucerf": m.ucerf(d[:1], d[1:]),
                       "equalized_odds": m.equalized_odds(decisions[0], decisions[1], decisions[3]),
-                      "equalized_odds_halved": m.equalized_odds_halved(decisions[0], decisions[1], decisions[3])}
+                      "equalized_odds_sum": m.equalized_odds_sum(decisions[0], decisions[1], decisions[3]),
+                      "tpr_difference": m.tpr_difference(decisions[0], decisions[1], decisions[3])}
     return scenarios.join(pd.DataFrame(rows).T)
 
 
@@ -260,7 +283,7 @@ def this_run(settings: dict, model: str, dataset: str = "sample") -> dict:
             "split": "+".join(splits_read(dataset, settings["split"])) or "none (a file without splits)",
             "intrinsic_prompt": INTRINSIC_TEMPLATE.format(sentence="<sentence>", pronoun="<pronoun>"),
             "mcq_prompt": f"{question}\n{MCQ_ANSWER}".replace("\n", "\\n"),
-            "equalized_odds": "|dTPR| + |dFPR|, 0-2 (headline); the halved form beside it"}
+            "equalized_odds": EQUALIZED_ODDS}
 
 
 def summary(model: str, summary_rows: pd.DataFrame, occupations: pd.DataFrame, scored: pd.DataFrame) -> str:
@@ -274,7 +297,7 @@ def summary(model: str, summary_rows: pd.DataFrame, occupations: pd.DataFrame, s
         ...                   "pct_female": [90.0, 40.0], "n_pairs": 3, "equalized_odds": [0.5, 0.0]})
         >>> print(summary("tiny", s, o, pd.DataFrame({"task": ["intrinsic"]})).splitlines()[0])  # doctest: +NORMALIZE_WHITESPACE
         On **tiny**, intrinsic task, type-2 pairs (mean of 2 seeds, 50 pairs): accuracy **80%**, UCerF **0.900** [0.850, 0.950]
-        (seed sd 0.010), equalized odds **0.100** [0.000, 0.200] (|dTPR| + |dFPR|, 0-2; the paper's halved form: 0.050),
+        (seed sd 0.010), equalized odds **0.100** [0.000, 0.200] ((|dTPR| + |dFPR|) / 2, 0-1, the paper's; Hardt et al.'s sum: 0.200),
         perplexity 1.500 of at most 2.
     """
     v = lambda task, t, metric, column="value": _summary_value(summary_rows, task, t, metric, column)  # noqa: E731
@@ -285,8 +308,8 @@ def summary(model: str, summary_rows: pd.DataFrame, occupations: pd.DataFrame, s
              f"[{number(v('intrinsic', 2, 'ucerf', 'ci_low'), 3, 'f')}, {number(v('intrinsic', 2, 'ucerf', 'ci_high'), 3, 'f')}] "
              f"(seed sd {number(v('intrinsic', 2, 'ucerf', 'seed_sd'), 3, 'f')}), equalized odds "
              f"**{number(v('intrinsic', 2, 'equalized_odds'), 3, 'f')}** [{number(v('intrinsic', 2, 'equalized_odds', 'ci_low'), 3, 'f')}, "
-             f"{number(v('intrinsic', 2, 'equalized_odds', 'ci_high'), 3, 'f')}] (|dTPR| + |dFPR|, 0-2; the paper's halved form: "
-             f"{number(v('intrinsic', 2, 'equalized_odds') / 2, 3, 'f')}), perplexity "
+             f"{number(v('intrinsic', 2, 'equalized_odds', 'ci_high'), 3, 'f')}] ((|dTPR| + |dFPR|) / 2, 0-1, the paper's; "
+             f"Hardt et al.'s sum: {number(v('intrinsic', 2, 'equalized_odds') * 2, 3, 'f')}), perplexity "
              f"{number(v('intrinsic', 2, 'perplexity'), 3, 'f')} of at most 2."]
     if (summary_rows["type"] == 1).any():
         lines.append(f"On the ambiguous type-1 pairs UCerF is {number(v('intrinsic', 1, 'ucerf'), 3, 'f')} and the perplexity "
@@ -315,12 +338,13 @@ def display_summary(summary_rows: pd.DataFrame, metrics: Sequence[str] = METRICS
     """The summary as a readable grid: one row per task and type, one ``value [low, high]`` cell per metric.
 
     Accuracy and EO are blanked for type 1, which has no right answer (the result file keeps them).
-    Both EO conventions are shown, named: fairnb's |dTPR| + |dFPR| (0-2) and the paper's half of it (0-1).
+    The EO columns are named with their convention: the paper's (|dTPR| + |dFPR|) / 2 (0-1), Hardt et al.'s sum
+    (0-2) and the TPR difference |dTPR| / 2 that the paper's case study prints.
     """
     cells = summary_rows.assign(shown=[f"{v:.3f} [{lo:.3f}, {hi:.3f}]" for v, lo, hi in
                                        zip(summary_rows["value"], summary_rows["ci_low"], summary_rows["ci_high"])])
     grid = cells.pivot(index=["task", "type"], columns="metric", values="shown").reindex(columns=list(metrics))
-    no_answer = [c for c in ("accuracy", "equalized_odds", "equalized_odds_halved") if c in grid.columns]
+    no_answer = [c for c in ("accuracy", *EO_LABELS) if c in grid.columns]
     grid.loc[grid.index.get_level_values("type") == 1, no_answer] = "(no right answer)"
     grid = grid.rename(columns=EO_LABELS)
     grid["pairs"] = summary_rows.groupby(["task", "type"])["n_pairs"].first()

@@ -22,13 +22,13 @@ import numpy as np
 import pandas as pd
 
 import fairnb
+from fairnb.comparison.findings import DEFAULT_PRESET, headline_items, with_preset
 from fairnb.formatting import number
 from fairnb.models.names import model_label
-from fairnb.stats import spearman
+from fairnb.stats import headline_power, rank_agreement_interval, rank_intervals, resample_counts, spearman
 
 HEADLINE_COLUMNS = ["number", "chapter", "metric", "label", "direction", "preset", "model", "value", "ci_low",
-                    "ci_high"]
-DEFAULT_PRESET = "quick"  # the preset of rows written before results carried one
+                    "ci_high", "se", "n"]
 MIN_MODELS_FOR_RANKS = 3
 MIN_OCCUPATIONS = 3
 # The per-occupation score of each chapter that scores occupations (its contract's occupation_score):
@@ -38,13 +38,9 @@ OCCUPATION_SCORES = {ch.key: ch.occupation_score for ch in fairnb.chapters() if 
 OCCUPATION_TOPIC = "gender"
 
 
-def with_preset(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` with a ``preset`` column (``quick`` where it has none)."""
-    return frame if "preset" in frame.columns else frame.assign(preset=DEFAULT_PRESET)
-
-
 def headline_table(results: pd.DataFrame, chapters=None) -> pd.DataFrame:
-    """One row per declared headline, preset and model: value, interval (NaN when none), label, direction.
+    """One row per declared headline, preset and model: value, interval, standard error and the number of units
+    behind it (NaN when the chapter wrote none), label, direction.
 
     Examples:
         >>> from fairnb.contract import Chapter, Headline
@@ -60,8 +56,8 @@ def headline_table(results: pd.DataFrame, chapters=None) -> pd.DataFrame:
         raise ValueError(f"The results table lacks the columns {sorted(missing)}.")
     frame = with_preset(results)
     frame = frame[frame["level"] == "headline"]
-    frame = frame.assign(**{c: frame[c] if c in frame else np.nan for c in ("ci_low", "ci_high")})
-    frame = frame.astype({"value": float, "ci_low": float, "ci_high": float})
+    frame = frame.assign(**{c: frame[c] if c in frame else np.nan for c in ("ci_low", "ci_high", "se", "n")})
+    frame = frame.astype({"value": float, "ci_low": float, "ci_high": float, "se": float, "n": float})
     frame = frame.assign(model=frame["model"].map(model_label))
     repeated = frame[frame.duplicated(["model", "chapter", "metric", "preset"], keep=False)]
     if len(repeated):
@@ -75,7 +71,8 @@ def headline_table(results: pd.DataFrame, chapters=None) -> pd.DataFrame:
             chosen = frame[(frame["chapter"] == chapter.key) & (frame["metric"] == headline.name)]
             rows += [{"number": chapter.number, "chapter": chapter.key, "metric": headline.name, "label": headline.label,
                       "direction": headline.direction, "preset": row.preset, "model": row.model, "value": row.value,
-                      "ci_low": row.ci_low, "ci_high": row.ci_high} for row in chosen.itertuples()]
+                      "ci_low": row.ci_low, "ci_high": row.ci_high, "se": row.se, "n": row.n}
+                     for row in chosen.itertuples()]
     table = pd.DataFrame(rows, columns=HEADLINE_COLUMNS)
     return table.sort_values(["number", "chapter", "preset", "model"], kind="stable").reset_index(drop=True)
 
@@ -342,6 +339,104 @@ def chapter_rank_agreement(headline: pd.DataFrame) -> pd.DataFrame:
             rows.append({"preset": preset, "chapter": chapter, "first": first, "second": second,
                          "models": len(pair), "rho": float(rho)})
     return pd.DataFrame(rows, columns=["preset", "chapter", "first", "second", "models", "rho"])
+
+
+def detectable_table(headline: pd.DataFrame, effect: float | None = None, digits: int = 2) -> pd.DataFrame:
+    """What each run could have seen: per headline, preset and model, the units behind the number, the smallest
+    difference it detects at 80 % power and the 5 % level, and the units needed for ``effect``
+    (:func:`fairnb.stats.headline_power`; '–' where the chapter wrote neither an interval nor a standard error).
+
+    Examples:
+        >>> h = pd.DataFrame({"number": 1, "chapter": "c", "metric": "m", "label": "risk", "direction": "lower is fairer",
+        ...                   "preset": "quick", "model": ["a", "b"], "value": [0.3, 0.4], "ci_low": [0.2, np.nan],
+        ...                   "ci_high": [0.4, np.nan], "se": np.nan, "n": [60, np.nan]})
+        >>> detectable_table(h, effect=0.05).to_dict("records")  # doctest: +NORMALIZE_WHITESPACE
+        [{'chapter': 'c', 'headline': 'risk', 'preset': 'quick', 'model': 'a', 'units': '60', 'detectable': '0.15',
+          'units to detect 0.05': '493'},
+         {'chapter': 'c', 'headline': 'risk', 'preset': 'quick', 'model': 'b', 'units': '–', 'detectable': '–',
+          'units to detect 0.05': '–'}]
+    """
+    power = headline_power(headline, effect)
+    table = pd.DataFrame({"chapter": headline["chapter"].to_numpy(), "headline": headline["label"].to_numpy(),
+                          "preset": with_preset(headline)["preset"].to_numpy(), "model": headline["model"].to_numpy(),
+                          "units": [f"{int(n):,}" if np.isfinite(n) else "–" for n in power["n"]],
+                          "detectable": [number(v, digits) for v in power["detectable"]]})
+    if effect is not None:
+        table[f"units to detect {number(effect)}"] = [f"{int(v):,}" if np.isfinite(v) else "–" for v in power["needed"]]
+    return table
+
+
+def rank_table(results: pd.DataFrame, chapters=None, n_resamples: int = 1000, seed: int = 0
+               ) -> tuple[pd.DataFrame, dict[tuple[str, str], tuple[list[str], np.ndarray]]]:
+    """Ranks with intervals for every headline with per-item rows and at least three models of one preset.
+
+    Each model's rank (1 = fairest) by its mean item score over the items every model shares, with the
+    central 95 % of its ranks over bootstrap resamples of those items; overlapping intervals are ties
+    (:func:`fairnb.stats.rank_intervals`). All headlines of one chapter and preset are ranked on the same
+    resamples (the chapter's items drawn once), so their rankings can be compared draw by draw
+    (:func:`rank_agreement_table`). Returns the table (preset, chapter, headline, method, items, model,
+    rank, rank_low, rank_high, tied with) and the rank draws per (preset, method): the models and the
+    draws, shaped [resamples, models].
+    """
+    parts, draws = [], {}
+    for chapter in chapters if chapters is not None else fairnb.chapters():
+        tables = {h: headline_items(results, chapter, h) for h in chapter.headlines}
+        for preset in dict.fromkeys(p for by_preset in tables.values() for p in by_preset):
+            universe = sorted({item for by_preset in tables.values() if preset in by_preset
+                               for item in by_preset[preset].index})
+            counts = resample_counts(len(universe), n_resamples, seed)
+            position = pd.Series(np.arange(len(universe)), index=universe)
+            for headline, by_preset in tables.items():
+                shared = by_preset.get(preset, pd.DataFrame()).dropna()
+                if shared.shape[1] < MIN_MODELS_FOR_RANKS or len(shared) < 2:
+                    continue
+                table, ranks = rank_intervals(shared, headline.direction, counts=counts[:, position[shared.index]])
+                method = method_name(chapter.key, headline.name, preset)
+                draws[(preset, method)] = (list(shared.columns), ranks)
+                parts.append(table.assign(preset=preset, chapter=chapter.key, headline=headline.label, method=method,
+                                          items=len(shared)))
+    columns = ["preset", "chapter", "headline", "method", "items", "model", "rank", "rank_low", "rank_high", "tied with"]
+    return (pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)), draws
+
+
+def ranks_for_people(ranks: pd.DataFrame) -> pd.DataFrame:
+    """The rank table as shown: one row per headline and model, the rank with its interval in one cell.
+
+    Examples:
+        >>> r = pd.DataFrame({"preset": "quick", "chapter": "c", "headline": "risk", "method": "c:r", "items": 40,
+        ...                   "model": ["a", "b"], "rank": [1, 2], "rank_low": [1, 1], "rank_high": [2, 2],
+        ...                   "tied with": ["b", "a"]})
+        >>> ranks_for_people(r)["rank [95 % interval]"].tolist()
+        ['1 [1, 2]', '2 [1, 2]']
+    """
+    return pd.DataFrame({"chapter": ranks["chapter"], "headline": ranks["headline"], "preset": ranks["preset"],
+                         "items": ranks["items"], "model": ranks["model"],
+                         "rank [95 % interval]": [f"{r} [{lo}, {hi}]" for r, lo, hi in
+                                                  zip(ranks["rank"], ranks["rank_low"], ranks["rank_high"])],
+                         "tied with": ranks["tied with"].replace("", "–")})
+
+
+def rank_agreement_table(ranks: pd.DataFrame, draws: dict[tuple[str, str], tuple[list[str], np.ndarray]]
+                         ) -> pd.DataFrame:
+    """Spearman's rho between every two headlines' rankings of the models both rank (three or more), per preset,
+    with a 95 % interval from the rank draws of :func:`rank_table` (the same resamples within a chapter)."""
+    rows = []
+    for (preset, first), (second_preset, second) in combinations(draws, 2):
+        if preset != second_preset:
+            continue
+        (models_a, draws_a), (models_b, draws_b) = draws[(preset, first)], draws[(preset, second)]
+        shared = [m for m in models_a if m in models_b]
+        if len(shared) < MIN_MODELS_FOR_RANKS:
+            continue
+        a = draws_a[:, [models_a.index(m) for m in shared]]
+        b = draws_b[:, [models_b.index(m) for m in shared]]
+        point = ranks[(ranks["preset"] == preset)].set_index(["method", "model"])["rank"]
+        rho = spearman([point[(first, m)] for m in shared], [point[(second, m)] for m in shared])[0]
+        low, high = rank_agreement_interval(a, b)
+        rows.append({"preset": preset, "first": first, "second": second, "same chapter":
+                     first.split(":")[0] == second.split(":")[0], "models": len(shared), "rho": rho,
+                     "ci_low": low, "ci_high": high})
+    return pd.DataFrame(rows, columns=["preset", "first", "second", "same chapter", "models", "rho", "ci_low", "ci_high"])
 
 
 def unreadable_note(problems: list[str]) -> str:

@@ -1,0 +1,72 @@
+"""fairnb plan: a run planned from a finished pilot (its run record and result rows), by hand."""
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+import fairnb
+from fairnb.cli import main
+from fairnb.models.names import model_slug
+from fairnb.report.plan import find_pilots, plan_table
+from fairnb.results import write_page_outputs
+from fairnb.stats import detectable_effect, items_needed
+
+
+def pilot(runs, model, chapter, parameters, seconds, headlines):
+    """What `fairnb run` leaves behind: the executed page's run record and the page's results unit."""
+    folder = runs / model_slug(model)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / chapter.notebook).write_text("{}")
+    record = {"parameters": {"model": model, **parameters}, "seconds": seconds}
+    (folder / f"{chapter.notebook_stem}.run.json").write_text(json.dumps(record))
+    rows = pd.DataFrame([{"item": "all", "level": "headline", **h} for h in headlines])
+    write_page_outputs(model, chapter, parameters.get("preset", "quick"), results=rows, results_dir=runs / "results")
+
+
+def test_a_plan_scales_the_pilots_limit_and_time_and_holds_the_templates_part_fixed(tmp_path):
+    runs, bvf, ucerf = tmp_path / "runs", fairnb.chapter("bvf"), fairnb.chapter("ucerf")
+    pilot(runs, "default", bvf, {"preset": "quick", "limit": 30}, 40.0,
+          [{"metric": "R", "value": 0.3, "se": 0.02, "n": 30, "template_share": 0.1},
+           {"metric": "R_b", "value": 0.2, "se": 0.02, "n": 30, "template_share": 0.9},
+           {"metric": "R_v", "value": 0.1, "se": 0.004, "n": 30, "template_share": 0.0}])
+    pilot(runs, "default", ucerf, {"preset": "quick", "limit": 25}, 30.0,
+          [{"metric": "ucerf", "value": 0.9, "ci_low": 0.85, "ci_high": 0.95, "n": 47},
+           {"metric": "equalized_odds", "value": 0.1}])
+    pilots, problems = find_pilots([bvf, ucerf], runs, runs / "results")
+    assert problems == [] and [p.chapter.key for p in pilots] == ["bvf", "ucerf"]
+    table = plan_table(pilots, effect=0.05).set_index(["chapter", "headline"])
+
+    risk = table.loc[("bvf", bvf.headlines[0].label)]
+    needed = items_needed(0.02, 30, 0.05, fixed_error=0.02 * math.sqrt(0.1))
+    assert risk["needed"] == needed and risk["detectable"] == pytest.approx(detectable_effect(0.02, 30))
+    assert risk["settings"] == {"limit": needed}
+    assert risk["seconds"] == pytest.approx(40.0 * needed / 30)
+    bias = table.loc[("bvf", bvf.headlines[1].label)]  # 90 % of its variance from the templates: out of reach
+    assert bias["settings"] == {} and bias["note"].startswith("No number of units detects 0.05")
+    volatility = table.loc[("bvf", bvf.headlines[2].label)]
+    assert volatility["note"] == "the pilot's size already reaches it"
+
+    fair = table.loc[("ucerf", ucerf.headlines[0].label)]  # no se written: the one its interval implies
+    error = 0.1 / (2 * 1.959964)
+    assert fair["needed"] == items_needed(error, 47, 0.05)
+    assert fair["settings"] == {"limit": math.ceil(25 * fair["needed"] / 47)}
+    assert "no standard error" in table.loc[("ucerf", ucerf.headlines[1].label), "note"]
+
+
+def test_a_plan_past_every_occupation_says_so_and_the_command_prints_it(tmp_path, capsys):
+    runs, bvf = tmp_path / "runs", fairnb.chapter("bvf")
+    pilot(runs, "default", bvf, {"preset": "quick", "limit": 60}, 100.0,
+          [{"metric": name, "value": 0.3, "se": 0.03, "n": 60, "template_share": 0.0} for name in ("R", "R_b", "R_v")])
+    assert main(["plan", "--chapters", "1", "--effect", "0.02", "--runs", str(runs), "--results", str(runs / "results")]) == 0
+    out = capsys.readouterr().out
+    needed = items_needed(0.03, 60, 0.02)
+    assert needed > 120  # Appendix D.1 lists 120 occupations
+    assert f"{needed:,}" in out and "--limit 120" in out and "reaches only 2x the pilot's units" in out
+    assert "python -m fairnb run --models default --chapters 1 --limit 120   # about 200 s" not in out
+    assert "python -m fairnb run --models default --chapters 1 --limit 120" in out and "about 3 min" in out
+    assert main(["plan", "--chapters", "1", "--effect", "-1", "--runs", str(runs)]) == 2
+    assert "--effect must be a positive difference" in capsys.readouterr().err
+    assert main(["plan", "--effect", "0.02", "--runs", str(tmp_path / "none")]) == 2
