@@ -18,10 +18,10 @@ from pathlib import Path
 import yaml
 
 import fairnb
+from fairnb.comparison import headline_findings
 from fairnb.models.cache import atomic_write_text
 from fairnb.models.names import model_label
 from fairnb.report import cards, eee
-from fairnb.report.findings import headline_findings
 from fairnb.report.runner import GETTING_STARTED, REPO_ROOT, execute_notebook, failed_path, failure_reason, read_record
 from fairnb.results import load_results, read_results, results_root
 
@@ -231,7 +231,6 @@ def build_book(runs: str | Path, book_root: str | Path = REPO_ROOT, results: str
     book_root = Path(book_root).resolve()
     for problem in load_results(results_root(results, runs=runs))[1]:
         print(f"fairnb book: {problem}", file=sys.stderr)
-    write_records_and_cards(runs, results)
     sources = (COMPARISON_NOTEBOOK, REPRODUCTION_NOTEBOOK)
     with ThreadPoolExecutor(max_workers=len(sources)) as pool:  # two kernels at once: most of each is imports
         errors = list(pool.map(lambda source: _execute_or_error(runs, results, source, timeout, imported), sources))
@@ -243,6 +242,7 @@ def build_book(runs: str | Path, book_root: str | Path = REPO_ROOT, results: str
             print(f"fairnb book: the {source.stem} page failed ({failure_reason(error)}); the book is built without it "
                   f"(the failed page: {failed_path(page)}).", file=sys.stderr)
             failed = 1
+    write_records_and_cards(runs, results)  # after the pages: a card links the comparison page only when it exists
     toc_path = book_root / "_build" / "_toc.generated.yml"
     atomic_write_text(toc_path, yaml.safe_dump(book_toc(runs, book_root, results), sort_keys=False, allow_unicode=True))
     print(f"Table of contents: {toc_path}")
