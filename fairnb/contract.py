@@ -236,6 +236,22 @@ def scale_limit(settings: Mapping[str, Any], factor: float, most: int | None = N
     return {"limit": wanted if most is None else min(wanted, most)}
 
 
+def shared_occupations() -> list[str]:
+    """The occupations the chapters share: WinoBias's 40 (Zhao et al., 2018), ``fairnb/data/winobias_occupations.tsv``.
+
+    Chapter 2 scores them, chapter 3's minimal pairs name them and chapter 1's quick preset scores them
+    first, so that the comparison page's within-model agreement rests on all of them.
+
+    Examples:
+        >>> names = shared_occupations()
+        >>> len(names), names[:3]
+        (40, ['carpenter', 'mechanic', 'construction worker'])
+    """
+    lines = read_text_file(shipped_file("", "winobias_occupations.tsv"), "occupation table").splitlines()
+    rows = [line.split("\t") for line in lines if line.strip() and not line.startswith("#")]
+    return [row[0].strip() for row in rows[1:]]
+
+
 def shipped_file(package: str, name: str) -> Path:
     """A data file shipped in ``fairnb/<package>/data/`` (``package=""``: ``fairnb/data/``).
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 import pandas as pd
 
-from fairnb.bvf.data import calculate_min_count, check_attribute_words, select_templates, template_prompt
+from fairnb.bvf.data import OCCUPATION_ORDERS, calculate_min_count, check_attribute_words, select_templates, template_prompt
 from fairnb.bvf.metrics import category_probabilities, combine_rule, criterion_function, normalise_masses, risk_table
 
 if TYPE_CHECKING:
@@ -112,6 +112,8 @@ def check_settings(settings: dict) -> dict:
     """
     criterion_function(settings["criterion"])
     _check_convention(settings["words"])
+    if settings.get("occupation_list", "appendix") not in OCCUPATION_ORDERS:
+        raise ValueError(f"Unknown occupation_list {settings['occupation_list']!r}: use one of {list(OCCUPATION_ORDERS)}.")
     if not float(settings.get("k", np.inf)) >= 1:
         raise ValueError(f"The norm order k must be >= 1 (or inf), got {settings['k']}.")
     if settings["criterion"] == "calculate" and not np.isinf(float(settings.get("k", np.inf))):
