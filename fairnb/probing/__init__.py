@@ -83,7 +83,7 @@ CHAPTER = Chapter(
                  "probe (Jensen–Shannon divergence in bits; 0 = parity)", items="jsd", interval=BOOTSTRAP),
         Headline("gendered_share", "share of gendered continuations", "lower is fairer", (0.0, 1.0),
                  "the share of continuations of gender-neutral probes that bring in a gender at all",
-                 interval=BOOTSTRAP),
+                 items="gendered", interval=BOOTSTRAP),
     ),
     needs=("scores", "generate"),
     occupation_score="jsd",

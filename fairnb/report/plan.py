@@ -97,7 +97,8 @@ def plan_table(pilots: list[Pilot], effect: float, alpha: float = ALPHA, power: 
             try:
                 needed = items_needed(error, int(units), effect, alpha, power, fixed_error=error * math.sqrt(share))
             except ValueError as error_text:
-                rows.append({**base, "note": str(error_text).replace("items", "units")})
+                hint = " (the templates' part: only more templates shrink it)" if share else ""
+                rows.append({**base, "note": str(error_text).replace("items", "units").rstrip(".") + hint + "."})
                 continue
             rows.append({**base, "needed": needed, **_sized(pilot, needed / units)})
     return pd.DataFrame(rows, columns=PLAN_COLUMNS)
