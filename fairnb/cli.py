@@ -192,6 +192,8 @@ def export_command(args: argparse.Namespace) -> int:
     for item in exported:
         print(f"{item.run.label} × {item.run.chapter.number}. {item.run.chapter.title} ({item.run.preset}): "
               f"{Path(args.out) / item.record_path}")
+        if item.problem:
+            print(f"fairnb export: no instance file for it: {item.problem}", file=sys.stderr)
     print(f"{len(exported)} Every Eval Ever records in {Path(args.out).resolve()}")
     return 1 if problems else 0
 

@@ -39,6 +39,16 @@ class PaperSetting:
     note: str = ""
 
 
+class AsPaper(str):
+    """A this-run value of the settings table, in words, that does what the paper's value does for this
+    run's model (an official quirk that this model does not trigger): shown as written, with no departure.
+
+    Examples:
+        >>> AsPaper("same for this model: <eos> (id 1)")
+        'same for this model: <eos> (id 1)'
+    """
+
+
 @dataclass(frozen=True)
 class Citation:
     """A structured reference to a chapter's paper; ``key`` is its BibTeX key.

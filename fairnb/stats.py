@@ -270,6 +270,8 @@ def items_needed(standard_error: float, n: int, effect: float, alpha: float = AL
     Examples:
         >>> items_needed(0.01, 100, 0.0283), items_needed(0.01, 100, 0.01)
         (100, 787)
+        >>> items_needed(0.01, 100, 5.0), items_needed(1e-9, 3, 0.05)  # effects many spreads wide: two items
+        (2, 2)
         >>> items_needed(0.01, 100, 0.02, fixed_error=0.005)
         293
         >>> items_needed(0.01, 100, 0.01, fixed_error=0.005)
@@ -288,7 +290,8 @@ def items_needed(standard_error: float, n: int, effect: float, alpha: float = AL
         raise ValueError(f"The fixed part of the error must lie between 0 and the error {standard_error}, not {fixed_error}.")
     spread = math.sqrt(standard_error ** 2 - fixed_error ** 2) * math.sqrt(n)
     if fixed_error == 0:
-        if not spread > 0:
+        # Two items detect an effect many spreads wide (statsmodels' power is NaN there, its solver fails).
+        if not spread > 0 or not TTestPower().power(effect_size=effect / spread, nobs=2, alpha=alpha) < power:
             return 2
         needed = TTestPower().solve_power(effect_size=effect / spread, alpha=alpha, power=power)
         return max(2, math.ceil(float(np.squeeze(needed)) - 1e-9))

@@ -52,7 +52,10 @@ def contract_source(chapter) -> str:
 
 
 def tiny_chapter(chapter) -> nbformat.NotebookNode:
-    """A chapter notebook in the book's contract: idea with equations, parameters, hidden setup, results."""
+    """A chapter notebook in the book's contract: idea with equations, parameters, hidden setup, results; its
+    evidence holds the columns the chapter's contract reads as instances (the item, and its value as the score)."""
+    spec = chapter.instances
+    columns = [*spec.inputs, *spec.outputs, *([spec.reference] if spec.reference else [])]
     rows = ([f"{{'item': 'all', 'metric': {h.name!r}, 'level': 'headline', 'value': base + {k} / 10, "
              f"'ci_low': base, 'ci_high': base + 1}}" for k, h in enumerate(chapter.headlines)]
             + [f"{{'item': {o!r}, 'group': {o!r}, 'level': 'group', 'metric': {OCCUPATION_SCORES[chapter.key]!r}, "
@@ -73,7 +76,8 @@ def tiny_chapter(chapter) -> nbformat.NotebookNode:
                       "from fairnb.report.display import glue_headlines\nglue_headlines(table, 'page')",
                       metadata={"tags": ["remove-input"]}),
         new_code_cell("from fairnb.report.evidence import show_evidence\n"
-                      "show_evidence(table, model, CHAPTER, 'Rows behind the headline', 'value')",
+                      f"items = table.assign(**dict.fromkeys({columns!r}, table['item']), **{{{spec.score!r}: table['value']}})\n"
+                      "show_evidence(items, model, CHAPTER, 'Rows behind the headline', 'value')",
                       metadata={"tags": ["remove-input"]}),
         new_markdown_cell(f"This run scored {{glue:}}`glued_total` prompts. "
                           f"{GLUED_HEADLINE} {{glue:text}}`page_{chapter.headlines[0].name}:.3f`.\n\n"

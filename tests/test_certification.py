@@ -22,6 +22,7 @@ from fairnb.certification.data import (
     select_pivots,
 )
 from fairnb.contract import shipped_file
+from fairnb.report.display import settings_table
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "05_certification.ipynb"
 
@@ -165,6 +166,71 @@ def test_jailbreak_mixture_draws(tiny_gpt2):
         prefixes.jailbreak_mixture(main, helpers, p_interleave=1.5)
     with pytest.raises(ValueError):
         prefixes.jailbreak_mixture([], helpers)
+
+
+def official_mutation(tokenizer, sentences: list[str], possible_tokens, p: float, rng: np.random.Generator) -> str:
+    """The official get_crossover_mutation_jb's mutation, written from its loop: each sentence encoded alone
+    (tokenizer.encode), each token replaced with probability p by a choice of possible_tokens, each sentence
+    decoded alone, joined with ' '."""
+    prompt = list(sentences)
+    for jb in range(len(prompt)):
+        tokens = tokenizer.encode(prompt[jb])
+        for to in range(len(tokens)):
+            if rng.random() < p:
+                tokens[to] = rng.choice(possible_tokens)
+        prompt[jb] = tokenizer.decode(tokens)
+    return " ".join(prompt)
+
+
+def test_jailbreak_is_mutated_sentence_by_sentence_as_the_official_loop(tiny_gpt2):
+    """Each sentence is tokenized, mutated and decoded alone (a token never spans two sentences): at p = 1 with a
+    one-token vocabulary every sentence becomes that token once per token of its own, the sentences joined by
+    spaces, as the official loop gives; one token sequence over the joined text would give other counts and no
+    spaces. The tiny tokenizer adds no special token, so the official encode is the text's own tokens."""
+    tok = tiny_gpt2.tokenizer
+    sentences = ["The nurse said that she was tired.", "I agree.", "He went to the market, then left."]
+    assert all(tok.encode(s) == tok(s, add_special_tokens=False).input_ids for s in sentences)
+    token = int(tok(" the", add_special_tokens=False).input_ids[0])
+    rng = np.random.default_rng(0)
+    for p in (0.0, 1.0):
+        ours = prefixes.mutate_sentences(tok, sentences, np.array([token]), p, rng)
+        assert ours == official_mutation(tok, sentences, [token], p, rng)
+    whole = tok.decode([token] * len(tok(" ".join(sentences), add_special_tokens=False).input_ids))
+    assert prefixes.mutate_sentences(tok, sentences, np.array([token]), 1.0, rng) != whole
+    # the sampler mutates this way: every draw at p_mutate = 1 is as many tokens per sentence as the sentence has
+    vocab = prefixes.vocabulary_ids(tok)
+    drawn = prefixes.jailbreak_mixture(sentences[:1], [], 0.0, 1.0).draw(tiny_gpt2, 1, np.random.default_rng(3))[0]
+    assert drawn == prefixes.mutate_sentences(tok, sentences[:1], vocab, 1.0, np.random.default_rng(3))
+
+
+def test_special_token_rows_say_when_the_official_calls_do_the_same(tiny_gpt2):
+    """The bos_token and eos_token rows: 'same for this model' (no departure) when the tokenizer adds no special
+    token and its end-of-sequence id is the model's; the tokens by name when a tokenizer adds a BOS or the model
+    ends sequences at more ids than the tokenizer's."""
+    from tokenizers import processors
+
+    from fairnb.contract import AsPaper
+
+    rows = cert.special_token_rows(tiny_gpt2)
+    assert all(isinstance(v, AsPaper) and v.startswith("same for this model") for v in rows.values())
+    assert rows["eos_token"] == "same for this model: <|endoftext|> (id 0)"
+    tok, config = tiny_gpt2.tokenizer, tiny_gpt2.model.generation_config
+    before = (tok._tokenizer.post_processor, config.eos_token_id)
+    second = int(tok(" the", add_special_tokens=False).input_ids[0])
+    try:
+        tok._tokenizer.post_processor = processors.TemplateProcessing(
+            single="<|endoftext|> $A", special_tokens=[("<|endoftext|>", 0)])
+        config.eos_token_id = [0, second]
+        rows = cert.special_token_rows(tiny_gpt2)
+    finally:
+        tok._tokenizer.post_processor, config.eos_token_id = before
+    name = tok.convert_ids_to_tokens(second)
+    assert rows == {"bos_token": "none: the text's own tokens (this model's tokenizer would add <|endoftext|> (id 0))",
+                    "eos_token": f"the model's <|endoftext|> (id 0), {name} (id {second}); the tokenizer's is "
+                                 "<|endoftext|> (id 0)"}
+    assert not any(isinstance(v, AsPaper) for v in rows.values())
+    table = settings_table(cert.CHAPTER, cert.this_run({}, "tiny", special_tokens=rows))
+    assert table.loc[["bos_token", "eos_token"], "departs"].tolist() == ["yes", "yes"]
 
 
 def test_soft_noise_is_relative_to_the_jailbreaks_own_largest_value(tiny_gpt2):
@@ -661,7 +727,8 @@ def test_bold_loader_errors(tmp_path):
 
 
 def test_decodingtrust_statement_follows_the_official_instruction(tmp_path):
-    """DecodingTrust's stereotype CSV: its statement templates, in the official instruction (its user_prompt unused)."""
+    """DecodingTrust's own stereotype CSV (one row per group, a user_prompt column): its statement templates, in the
+    official instruction; the columns beyond stereotype_topic and stereotype_template are not read."""
     path = tmp_path / "dt.csv"
     pd.DataFrame({
         "stereotype_topic": ["hiking", "hiking", "maps"],
@@ -779,6 +846,8 @@ def test_official_decodingtrust_templates_load(tmp_path):
 
 
 def test_bundled_decodingtrust_and_sources():
+    shipped = pd.read_csv(shipped_file("certification", "decodingtrust_sample.csv"))
+    assert list(shipped.columns) == ["stereotype_topic", "stereotype_template"]  # the official file's columns
     pivots = load_pivots("decodingtrust")
     assert len(pivots) == 6 and all(p.groups == ("Black people", "White people") for p in pivots)
     assert all(p.prompts[0].replace("Black people", "White people") == p.prompts[1] for p in pivots)
@@ -794,14 +863,33 @@ def test_bundled_decodingtrust_and_sources():
 
 # --- notebook -----------------------------------------------------------------------------
 
+def tiny_model_with_official_quirks(source: Path, folder: Path) -> Path:
+    """A copy of the tiny GPT-2 on which the official calls differ from fairnb's: its tokenizer adds a BOS to
+    every text (as a Llama tokenizer does) and its model ends sequences at a second id besides the tokenizer's."""
+    import shutil
+
+    from tokenizers import Tokenizer, processors
+
+    shutil.copytree(source, folder)
+    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    tokenizer.post_processor = processors.TemplateProcessing(single="<|endoftext|> $A",
+                                                             special_tokens=[("<|endoftext|>", 0)])
+    tokenizer.save(str(folder / "tokenizer.json"))
+    config = json.loads((folder / "generation_config.json").read_text())
+    (folder / "generation_config.json").write_text(json.dumps({**config, "eos_token_id": [0, 5]}))
+    return folder
+
+
 @pytest.mark.parametrize("preset", ["quick", "paper"])
 def test_notebook_runs_on_tiny_model(preset, tiny_gpt2_path, tmp_path):
     from fairnb.report.runner import execute_notebook
     from fairnb.results import read_results
 
+    # paper runs a model that triggers the official tokenizer quirks, quick one that does not
+    model = tiny_model_with_official_quirks(tiny_gpt2_path, tmp_path / "quirky") if preset == "paper" else tiny_gpt2_path
     (tmp_path / "main.txt").write_text("# a comment\nYou are Max.\nMax is rude.\n")
     (tmp_path / "helpers.txt").write_text("Be short.\n")
-    parameters = {"model": str(tiny_gpt2_path), "preset": preset, "limit": 1, "decodingtrust_limit": 1, "n": 3,
+    parameters = {"model": str(model), "preset": preset, "limit": 1, "decodingtrust_limit": 1, "n": 3,
                   "max_new_tokens": 4, "main_instructions": str(tmp_path / "main.txt"),
                   "helper_instructions": str(tmp_path / "helpers.txt")}
     if preset == "paper":  # the paper's prompts, prefix sizes, detector and summary; short answers, a small ablation
@@ -834,14 +922,20 @@ def test_notebook_runs_on_tiny_model(preset, tiny_gpt2_path, tmp_path):
     assert shown["bold_instruction"]["departs"] == "" and shown["detector"]["departs"] == ""
     assert shown["decodingtrust_prefix_kinds"]["departs"] == ("" if preset == "paper" else "yes")
     assert shown["decodingtrust_prefix_kinds"]["why"] == ("" if preset == "paper" else cert._CPU)
+    # the official calls' BOS and EOS: named as departures where this model makes them differ, else the same
+    for row in ("bos_token", "eos_token"):
+        assert shown[row]["departs"] == ("yes" if preset == "paper" else "")
+        assert shown[row]["this run"].startswith("same for this model") == (preset == "quick")
+        assert shown[row]["why"] == (cert.PAPER_SETTINGS[row].note if preset == "paper" else "")
+    assert shown["bos_token"]["this run"].endswith("would add <|endoftext|> (id 0))") == (preset == "paper")
     from fairnb.results import read_page_outputs
 
-    assert read_page_outputs(str(tiny_gpt2_path), cert.CHAPTER, preset).settings["detector"] == "official"
+    assert read_page_outputs(str(model), cert.CHAPTER, preset).settings["detector"] == "official"
     from page_checks import assert_prose_is_glued, written_evidence
 
     glued = assert_prose_is_glued(tmp_path / "out.ipynb")
     assert float(glued["cert_p_unbiased_low"]) == pytest.approx(headline.value.item())
-    evidence = written_evidence(str(tiny_gpt2_path), cert.CHAPTER, preset, None)
+    evidence = written_evidence(str(model), cert.CHAPTER, preset, None)
     per_set = evidence.groupby("pivot_set")["certified low"].first()
     assert per_set.mean() == pytest.approx(headline.value.item()) and len(evidence) == 3 * 2 * len(per_set)
 

@@ -79,6 +79,12 @@ def test_records_of_a_tiny_model_run_validate_against_the_shipped_schemas(tiny_r
         assert "standing in for WinoBias" in result["source_data"]["additional_details"]["what"]
         assert "generates no text" in result["generation_config"]["additional_details"]["decoding"]
         assert "--chapters 3" in result["generation_config"]["generation_args"]["execution_command"]
+    # what the executed page keeps as data: its run card (the machine) and its settings table (the departures)
+    library = record["eval_library"]["additional_details"]
+    assert library["machine"].endswith("cores") and library["transformers"] and library["torch"]
+    (run,), _ = eee.finished_runs(tiny_run["runs"], tiny_run["results"])
+    departed = {row["setting"]: row for row in run.departures}
+    assert departed["seeds"]["this run"] == "[0]" and departed["seeds"]["paper"] == "[0, 1, 2, 3, 4]"
     # the instance file: its SHA-256 and rows as the record names them, each line valid, one per evidence row
     detail = record["detailed_evaluation_results"]
     samples = files[detail["file_path"]]
@@ -160,3 +166,43 @@ def test_a_headline_nearer_half_is_recorded_as_its_distance_to_parity():
     interval = details["uncertainty"]["confidence_interval"]
     assert (interval["lower"], interval["upper"]) == (0.0, pytest.approx(0.2))  # [0.45, 0.7] holds 0.5
     assert details["uncertainty"]["num_samples"] == 40 and details["uncertainty"]["num_bootstrap_samples"] == 500
+
+
+@pytest.mark.parametrize("chapter", fairnb.chapters(), ids=lambda ch: ch.key)
+def test_every_chapter_exports_a_valid_record_from_its_contract(chapter, tmp_path):
+    """Every chapter's headlines and evidence (with the columns its contract's instances name) make a valid record
+    and instance file; a headline without an interval has no uncertainty, one with gets its method."""
+    spec = chapter.instances
+    assert spec is not None and chapter.datasets, chapter.key
+    rows = pd.DataFrame([{"item": "all", "metric": h.name, "value": 0.25 * (k + 1), "level": "headline",
+                          **({"ci_low": 0.1, "ci_high": 0.9} if h.interval else {})}
+                         for k, h in enumerate(chapter.headlines)])
+    evidence = pd.DataFrame({spec.score: [0.5, float("nan")], **{c: ["a", "b"] for c in spec.inputs},
+                             **{c: ["x", "y"] for c in spec.outputs}, **({spec.reference: ["x", "x"]} if spec.reference else {})})
+    written = write_page_outputs("m", chapter, results=rows, evidence=evidence, results_dir=tmp_path / "results",
+                                 settings={"n_resamples": 100, "temperature": 0.7, "max_new_tokens": 9})
+    (run,), problems = eee.finished_runs(tmp_path, tmp_path / "results")
+    assert not problems and run.evidence == written.evidence
+    item = eee.export_run(run)
+    schema = Draft7Validator(json.loads((SCHEMAS / "eval.schema.json").read_text()))
+    assert not list(schema.iter_errors(item.record))
+    results = {r["evaluation_result_id"]: r for r in item.record["evaluation_results"]}
+    for headline in chapter.headlines:
+        details = results[f"{chapter.key}.{headline.name}"]["score_details"]
+        assert ("uncertainty" in details) == bool(headline.interval)
+        generation = results[f"{chapter.key}.{headline.name}"]["generation_config"]["generation_args"]
+        assert ("temperature" in generation) == ("generate" in chapter.needs)
+    lines = [json.loads(line) for line in item.samples_text.splitlines()]
+    assert len(lines) == 1 and item.record["detailed_evaluation_results"]["additional_details"][
+        "evidence_rows_without_a_score"] == "1"  # the NaN score is left out, and counted
+    instance = Draft7Validator(json.loads((SCHEMAS / "instance_level_eval.schema.json").read_text()))
+    assert not list(instance.iter_errors(lines[0]))
+    assert lines[0]["input"]["raw"] == "\n".join("a" for _ in spec.inputs)
+    assert lines[0]["output"]["raw"] == ["x" for _ in spec.outputs]
+    assert lines[0]["evaluation"]["is_correct"] is bool(spec.reference and spec.outputs)  # every answer is the reference
+    broken = tmp_path / "results" / "m" / "evidence" / Path(written.evidence).name
+    pd.DataFrame({"other": [1]}).to_parquet(broken)
+    unfit = eee.export_run(eee.FinishedRun("m", chapter, "quick", rows, written.results, broken))
+    assert "has no column" in unfit.problem and unfit.samples_text is None  # the record stands, and says why
+    assert not list(schema.iter_errors(unfit.record)) and "detailed_evaluation_results" not in unfit.record
+    assert unfit.record["source_metadata"]["additional_details"]["instances"] == f"not written: {unfit.problem}"

@@ -160,7 +160,7 @@ def test_finished_rows_leave_the_batch(tiny_gpt2, monkeypatch):
     with torch.inference_mode():
         new = generation._decode(SimpleNamespace(model=model, tokenizer=tiny_gpt2.tokenizer), dict(input_ids=ids), mask,
                                  generation._cache(tiny_gpt2, None), LogitsProcessorList(), NEW)
-    eos = generation._eos_ids(tiny_gpt2)
+    eos = generation.eos_ids(tiny_gpt2)
     steps = [int(torch.isin(r, torch.tensor(eos)).int().argmax()) + 1 if torch.isin(r, torch.tensor(eos)).any() else NEW
              for r in new]
     assert rows_per_call == [sum(s > step for s in steps) for step in range(max(steps))]

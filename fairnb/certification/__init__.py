@@ -65,6 +65,7 @@ from fairnb.certification.run import (
     prefix_examples,
     redetect,
     sampler_params,
+    special_token_rows,
 )
 from fairnb.certification.tables import (
     MAIN_PREFIX,
@@ -112,6 +113,9 @@ code's num_races=3: the method beyond pairs)."""
 _CPU = "CPU-sized: the paper's size is hours on this 2-core machine (a job for a GPU)"
 GENERATION_CONFIG = ("inherited: model.generate fills what the call leaves unset from the model's "
                      "generation_config (a chat model's top_p)")
+BOS_WORDS = ("the tokenizer's special tokens, added by each call: a Llama tokenizer's BOS <s> starts the "
+             "embedded jailbreak and prompt of a soft prefix and each jailbreak sentence before it is mutated")
+EOS_WORDS = "the tokenizer's end-of-sequence token: model.generate(..., eos_token_id=tokenizer.eos_token_id)"
 PAPER_SETTINGS = {
     "model": PaperSetting("Vicuna, Llama-2, Mistral-7B-Instruct (open); Gemini-Pro, GPT-3.5/4, Claude (API)",
                           "Section 5; official README", "the book's embedded models run offline on a CPU"),
@@ -134,7 +138,8 @@ PAPER_SETTINGS = {
                                       "fairnb's decoding ignores the model's generation_config"),
     "q": PaperSetting(100, "Algorithm 2; official prefix_length=100"),
     "p_interleave": PaperSetting(0.2, "Algorithm 3; official get_crossover_mutation_jb (crossover 0.2)"),
-    "p_mutate": PaperSetting(0.01, "Algorithm 3; official get_crossover_mutation_jb (mutation 0.01)"),
+    "p_mutate": PaperSetting(0.01, "Algorithm 3; official get_crossover_mutation_jb (mutation 0.01; each sentence "
+                             "tokenized, mutated and decoded alone, then joined with spaces)"),
     "mag": PaperSetting(0.04, "Algorithm 4; official scripts mag=0.04: noise mag x max|jailbreak embeddings| "
                         "x (U - 0.5), drawn afresh for each prompt of a pivot set"),
     "soft_length": PaperSetting(None, "official utils.make_prefix_soft_prompts: the whole main jailbreak",
@@ -164,6 +169,14 @@ PAPER_SETTINGS = {
     "decodingtrust_limit": PaperSetting(None, "Section 5: all 48 statements", _CPU),
     "decodingtrust_prefix_kinds": PaperSetting(["random", "jailbreak", "soft"], "official main_hf_llms_dt.py "
                                                "(expt_mode 'unknown jb', 'common jb', 'soft jb')", _CPU),
+    "bos_token": PaperSetting(BOS_WORDS, "official utils.make_prefix_soft_prompts(_dt) and update_prompt_soft "
+                              "(tokenizer(text)); common.get_crossover_mutation_jb (tokenizer.encode(sentence))",
+                              "not copied: a start-of-sequence token inside a prompt is a side effect of the "
+                              "tokenizer's defaults (Algorithms 3-4 mutate and embed the text's tokens); fairnb "
+                              "mutates and embeds the text's own tokens"),
+    "eos_token": PaperSetting(EOS_WORDS, "official utils.query_unknown_common_jb_model and query_soft_jb_model",
+                              "fairnb stops where the model itself ends a sequence (its generation_config's "
+                              "end-of-sequence ids, as all of fairnb's generation; a chat model's end of turn)"),
     "summary": PaperSetting(SUMMARY, "official certification scripts ('Average bounds')"),
     "repetitions": PaperSetting(1000, "Appendix E (coverage: 1000 repetitions of 50 samples at 11 probabilities)"),
     "ablations": PaperSetting("n, T, top-k, q, p_lambda, p_mu, kappa varied one at a time on 100 BOLD pivot sets "
@@ -206,11 +219,12 @@ CHAPTER = Chapter(
 OFFICIAL_FILES = {"pivots": "bold_test_set.txt", "decodingtrust": "decoding_trust_templates.csv"}
 
 
-def this_run(settings: dict, model: str, not_followed: dict | None = None) -> dict:
+def this_run(settings: dict, model: str, not_followed: dict | None = None, special_tokens: dict | None = None) -> dict:
     """What the settings table holds for this run: its settings, the model and the summary; an
     official data file (by its name) reads as the paper's setting, and the generation config in words
     (``not_followed``: what the model's generation_config sets that fairnb's decoding cannot apply,
-    :func:`inherited_sampling`).
+    :func:`inherited_sampling`); ``special_tokens``: the BOS and EOS rows of this model
+    (:func:`special_token_rows`).
 
     Examples:
         >>> run = this_run({"pivots": "/data/bold_test_set.txt", "decodingtrust": "decodingtrust",
@@ -226,7 +240,8 @@ def this_run(settings: dict, model: str, not_followed: dict | None = None) -> di
     words = ("ignored: only the settings above" if config != "inherit" else GENERATION_CONFIG if not not_followed
              else "inherited, but not its " + ", ".join(f"{k} {v}" for k, v in not_followed.items())
              + " (fairnb has no such decoding step)")
-    return {**settings, **official, "model": model, "summary": SUMMARY, "generation_config": words}
+    return {**settings, **official, **(special_tokens or {}), "model": model, "summary": SUMMARY,
+            "generation_config": words}
 
 
 __all__ = ["evidence",
@@ -238,7 +253,7 @@ __all__ = ["evidence",
     "mean_bounds", "official_regard_bias", "regard_bias", "can_embed", "make_sampler", "agreement_label",
     "inherited_sampling",
     "soft_base", "vocabulary_ids", "Certification", "ablate", "ablation_study", "certify", "certify_kinds",
-    "detector_comparison", "generation_params", "prefix_examples", "redetect", "sampler_params", "this_run",
+    "detector_comparison", "generation_params", "prefix_examples", "redetect", "sampler_params", "special_token_rows", "this_run",
     "ablation_summary", "coverage_summary", "lowest_certificate", "soft_prefix_summary", "summarize_certificates",
     "summary", "tidy_results",
 ]

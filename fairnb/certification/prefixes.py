@@ -118,8 +118,12 @@ def jailbreak_mixture(main: Sequence[str] | None = None, helpers: Sequence[str] 
     """Main instructions with interleaved helpers, then token mutation (Algorithm 3).
 
     ``main`` / ``helpers`` default to the role-play sets shipped with fairnb
-    (``roleplay_main.txt`` / ``roleplay_helpers.txt``). Mutations draw from the same
-    printable-ASCII vocabulary as random prefixes.
+    (``roleplay_main.txt`` / ``roleplay_helpers.txt``). As the official
+    ``common.get_crossover_mutation_jb`` does, each instruction (sentence) of the mixture is
+    tokenized alone, each of its tokens is replaced with probability ``p_mutate`` by a draw from the
+    same printable-ASCII vocabulary as random prefixes, and the sentences are decoded alone and joined
+    with a space (:func:`mutate_sentences`). Unlike the official call, no special token (a Llama
+    tokenizer's BOS) is added to a sentence: the settings table names that departure.
 
     Examples:
         >>> jailbreak_mixture(p_interleave=0.5, p_mutate=0.0).setting
@@ -135,13 +139,22 @@ def jailbreak_mixture(main: Sequence[str] | None = None, helpers: Sequence[str] 
     def draw(lm: LanguageModel, n: int, rng: np.random.Generator) -> list[str]:
         tok = prefix_tokenizer(lm, tokenizer)
         vocab = vocabulary_ids(tok)
-        prefixes = []
-        for _ in range(n):
-            ids = tok(" ".join(interleave(main, helpers, p_interleave, rng)), add_special_tokens=False).input_ids
-            prefixes.append(tok.decode(mutate_tokens(np.array(ids), vocab, p_mutate, rng).tolist()))
-        return prefixes
+        return [mutate_sentences(tok, interleave(main, helpers, p_interleave, rng), vocab, p_mutate, rng)
+                for _ in range(n)]
 
     return PrefixSampler("jailbreak", {"p_interleave": p_interleave, "p_mutate": p_mutate}, draw)
+
+
+def mutate_sentences(tokenizer, sentences: Sequence[str], vocab_ids: np.ndarray, p_mutate: float,
+                     rng: np.random.Generator) -> str:
+    """The sentences, each tokenized alone (no special tokens), every token replaced with probability
+    ``p_mutate`` by a uniform draw from ``vocab_ids``, each decoded alone, joined with a space (the
+    official ``get_crossover_mutation_jb``'s mutation). The tokens of all sentences are mutated in
+    one vectorized draw, which is the same distribution: every token flips independently."""
+    pieces = [np.asarray(tokenizer(s, add_special_tokens=False).input_ids, dtype=np.int64) for s in sentences]
+    mutated = mutate_tokens(np.concatenate(pieces), vocab_ids, p_mutate, rng)
+    ends = np.cumsum([len(piece) for piece in pieces])[:-1]
+    return " ".join(tokenizer.decode(piece.tolist()) for piece in np.split(mutated, ends))
 
 
 def soft_base(lm: LanguageModel, text: str, length: int | None) -> torch.Tensor:

@@ -22,8 +22,9 @@ import pandas as pd
 from fairnb.certification.data import PivotSet, load_lines
 from fairnb.certification.detectors import RULES, Detection, default_detector
 from fairnb.certification.metrics import clopper_pearson
-from fairnb.certification.prefixes import PrefixSampler, can_embed, make_sampler, soft_base
+from fairnb.certification.prefixes import PrefixSampler, can_embed, make_sampler, prefix_tokenizer, soft_base
 from fairnb.certification.tables import soft_prefix_summary, summarize_certificates
+from fairnb.contract import AsPaper
 
 if TYPE_CHECKING:
     import torch
@@ -101,6 +102,34 @@ def inherited_sampling(model) -> tuple[dict, dict]:
     acting = {key: getattr(config, key) for key, idle in SAMPLING_DEFAULTS.items()
               if getattr(config, key, idle) not in (idle, None)}
     return ({k: v for k, v in acting.items() if k in FOLLOWED}, {k: v for k, v in acting.items() if k not in FOLLOWED})
+
+
+def special_token_rows(model) -> dict[str, str]:
+    """The settings table's ``bos_token`` and ``eos_token`` rows for ``model`` (two official quirks):
+    whether the official code's tokenizer calls (``tokenizer(text)``, ``tokenizer.encode(sentence)``,
+    which add the tokenizer's special tokens) would put a token inside this model's prompts, and
+    whether its ``model.generate(..., eos_token_id=tokenizer.eos_token_id)`` would stop where fairnb
+    does (at the model's own end-of-sequence ids). Where this model makes the official call do what
+    fairnb does, the row is :class:`~fairnb.contract.AsPaper` ("same for this model")."""
+    tok = prefix_tokenizer(model)
+    plain = tok("Hello", add_special_tokens=False).input_ids
+    added = [i for i in tok("Hello").input_ids if i not in plain]
+    bos = (AsPaper("same for this model: its tokenizer adds no special token") if not added else
+           f"none: the text's own tokens (this model's tokenizer would add {_token_words(tok, added)})")
+    if getattr(model, "model", None) is None or getattr(model, "tokenizer", None) is None:
+        return {"bos_token": bos, "eos_token": "the server's own end of sequence (a served model)"}
+    from fairnb.models.generation import eos_ids  # loads torch: the package itself does not need it
+
+    ours = eos_ids(model)
+    theirs = ours if tok.eos_token_id is None else [tok.eos_token_id]
+    eos = (AsPaper(f"same for this model: {_token_words(tok, ours)}") if set(ours) == set(theirs) else
+           f"the model's {_token_words(tok, ours)}; the tokenizer's is {_token_words(tok, theirs)}")
+    return {"bos_token": bos, "eos_token": eos}
+
+
+def _token_words(tokenizer, ids: Sequence[int]) -> str:
+    """Token ids as their names with the id: ``<eos> (id 1)``."""
+    return ", ".join(f"{tokenizer.convert_ids_to_tokens(int(i))} (id {int(i)})" for i in ids)
 
 
 def _generate(lm: LanguageModel, texts: list[str], prefixes: Sequence[torch.Tensor] | None, chat: bool,

@@ -215,8 +215,9 @@ def _gumbel(uniform: torch.Tensor) -> torch.Tensor:
     return -torch.log(-torch.log(uniform.clamp(torch.finfo(uniform.dtype).tiny, 1 - 1e-7)))
 
 
-def _eos_ids(lm: LanguageModel) -> list[int]:
-    """The model's end-of-sequence token ids (its ``generation_config``'s, else the tokenizer's)."""
+def eos_ids(lm: LanguageModel) -> list[int]:
+    """The ids that end a generated text: the model's end-of-sequence token ids (its
+    ``generation_config``'s, else the tokenizer's)."""
     own = lm.model.generation_config
     eos = own.eos_token_id if own is not None else lm.tokenizer.eos_token_id
     return [] if eos is None else [int(eos)] if isinstance(eos, int) else [int(e) for e in eos]
@@ -240,7 +241,7 @@ def _decode(lm: LanguageModel, inputs: dict, mask: torch.Tensor, cache, processo
     cost nothing.
     """
     device = mask.device
-    eos = torch.tensor(_eos_ids(lm), dtype=torch.long, device=device)
+    eos = torch.tensor(eos_ids(lm), dtype=torch.long, device=device)
     new = torch.full((mask.shape[0], max_new_tokens), lm.tokenizer.pad_token_id, dtype=torch.long, device=device)
     alive = torch.arange(mask.shape[0], device=device)
     start = cache.get_seq_length()

@@ -57,8 +57,11 @@ def write_records_and_cards(runs: str | Path, results: str | Path | None = None)
     ``<runs>/cards``; returns the cards. A problem is one sentence, and the book is built without cards."""
     runs = Path(runs)
     try:
-        finished, problems = eee.finished_runs(runs, results_root(results, runs=runs))
+        finished, _ = eee.finished_runs(runs, results_root(results, runs=runs))
         exported = eee.export_runs(finished, runs / RECORDS_FOLDER)
+        for item in exported:  # the results files left out are named by the check of load_results above
+            if item.problem:
+                print(f"fairnb book: {item.problem}", file=sys.stderr)
         return cards.write_cards(runs, finished, exported, runs / RECORDS_FOLDER)
     except (OSError, ValueError) as error:
         print(f"fairnb book: the Every Eval Ever records and eval cards could not be written ({error}); the book is "
@@ -228,7 +231,6 @@ def build_book(runs: str | Path, book_root: str | Path = REPO_ROOT, results: str
     book_root = Path(book_root).resolve()
     for problem in load_results(results_root(results, runs=runs))[1]:
         print(f"fairnb book: {problem}", file=sys.stderr)
-    write_records_and_cards(runs, results)
     sources = (COMPARISON_NOTEBOOK, REPRODUCTION_NOTEBOOK)
     with ThreadPoolExecutor(max_workers=len(sources)) as pool:  # two kernels at once: most of each is imports
         errors = list(pool.map(lambda source: _execute_or_error(runs, results, source, timeout, imported), sources))
@@ -240,6 +242,7 @@ def build_book(runs: str | Path, book_root: str | Path = REPO_ROOT, results: str
             print(f"fairnb book: the {source.stem} page failed ({failure_reason(error)}); the book is built without it "
                   f"(the failed page: {failed_path(page)}).", file=sys.stderr)
             failed = 1
+    write_records_and_cards(runs, results)  # after the pages: a card links the comparison page only when it exists
     toc_path = book_root / "_build" / "_toc.generated.yml"
     atomic_write_text(toc_path, yaml.safe_dump(book_toc(runs, book_root, results), sort_keys=False, allow_unicode=True))
     print(f"Table of contents: {toc_path}")

@@ -58,6 +58,8 @@ def reading(headline: Headline, value: float, low: float | None, high: float | N
         'a quarter of the way from fair (0) to the least fair end (1); the interval leaves out 0'
         >>> reading(Headline("f", "f", "nearer 0.5 is fairer", (0.0, 1.0)), 0.55, 0.45, 0.6)
         'its interval holds the fair value 0.5: no bias shown at this size'
+        >>> reading(Headline("j", "j", "lower is fairer", (0.0, 1.0)), 0.00002, None, None)
+        'under 1 % of the way from fair (0) to the least fair end (1)'
     """
     ideal = ideal_value(headline)
     if ideal is None:
@@ -68,7 +70,8 @@ def reading(headline: Headline, value: float, low: float | None, high: float | N
     worst = (lowest if ideal == highest else highest) if headline.direction != "nearer 0.5 is fairer" else None
     span = abs(worst - ideal) if worst is not None else 0.5
     share = abs(value - ideal) / span if span else 0.0
-    words = {0.25: "a quarter", 0.5: "half", 0.75: "three quarters"}.get(round(share, 2), f"{share:.0%}")
+    words = {0.25: "a quarter", 0.5: "half", 0.75: "three quarters"}.get(round(share, 2),
+                                                                      f"{share:.0%}" if share >= 0.01 else "under 1 %")
     end = f"the least fair end ({worst:g})" if worst is not None else "either end (0 or 1)"
     text = f"{words} of the way from fair ({ideal:g}) to {end}"
     return text + (f"; the interval leaves out {ideal:g}" if low is not None and high is not None else "")
@@ -173,15 +176,17 @@ def eval_card(model: str, runs: Sequence[FinishedRun], exported: Mapping[tuple, 
     identity += [[key, value] for key, value in versions.items() if value]
     card += ["## Reproducibility: the model, the machine, the commands", "", table(["", ""], identity), ""]
     card += ["What each run computed, on which data and with which decoding:", ""]
-    card += [table(["chapter", "preset", "data", "decoding", "page"],
-                   [[f"{run.chapter.number}. {run.chapter.title}", run.preset, _data(run), _decoding(run),
-                     f"[page]({_link(run.page, here)})" if run.page else "—"] for run in runs]), ""]
+    card += [table(["chapter (its page)", "preset", "data", "decoding"],
+                   [[f"[{run.chapter.number}. {run.chapter.title}]({_link(run.page, here)})" if run.page else
+                     f"{run.chapter.number}. {run.chapter.title}", run.preset, _data(run), _decoding(run)]
+                    for run in runs]), ""]
     card += ["The command that runs each again, with every parameter that was not the notebook's default:", ""]
     card += [f"- {run.chapter.number} ({run.preset}): `{rerun_command(run)}`" for run in runs] + [""]
+    cards_of = (" (see each chapter's metric card on the [comparison page](../comparison.ipynb))"
+                if (runs_folder / "comparison.ipynb").exists() else "")
     card += ["## What it found", "",
              "Every headline of every run, with its 95 % interval where the chapter computes one, and where it lies "
-             "between the value a fair model gets and the other end of its range (see each chapter's metric card "
-             "on the [comparison page](../comparison.ipynb)).", "",
+             f"between the value a fair model gets and the other end of its range{cards_of}.", "",
              table(["chapter", "headline", "preset", "value [interval]", "direction", "reading"], headline_rows(runs)), ""]
     missing = completeness_rows(model, runs, runs_folder / model_slug(model), chapters)
     card += ["## Completeness: what was not run, and why", ""]
@@ -215,6 +220,8 @@ def eval_card(model: str, runs: Sequence[FinishedRun], exported: Mapping[tuple, 
             record = records_folder / item.record_path
             rows.append([where, "EEE record", f"{{download}}`{Path(item.record_path).name} <{_link(record, here)}>`",
                          f"`{sha256_text(item.record_text)}`"])
+            if item.problem:
+                rows.append([where, "EEE instances", "not written", item.problem])
             if item.samples_path and item.samples_text is not None:
                 samples = records_folder / item.samples_path
                 rows.append([where, "EEE instances", f"{{download}}`{Path(item.samples_path).name} <{_link(samples, here)}>`",

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 import pandas as pd
 from IPython.display import Markdown, display
 
+from fairnb.contract import AsPaper
+
 
 def run_card_table(**parameters) -> pd.DataFrame:
     """A two-column table of the parameters a chapter ran with, plus versions and machine."""
@@ -92,6 +94,9 @@ def glue_numbers(**values) -> None:
 
 
 def _same(a, b) -> bool:
+    if isinstance(a, AsPaper):
+        return True
+
     def normal(v):
         return (list(v) if isinstance(v, (tuple, list)) else v)
     try:
@@ -122,15 +127,18 @@ def settings_table(chapter, this_run: Mapping, why: Mapping[str, str] | None = N
 
     The paper's side comes from ``chapter.paper_settings`` (the paper or its official code, never a
     preset); ``this_run`` holds the run's values (its settings plus any descriptive entries such as
-    the dataset); ``why`` explains a departure (this machine, a stand-in, a vague paper).
+    the dataset; an :class:`~fairnb.contract.AsPaper` value is words for the paper's own); ``why``
+    explains a departure (this machine, a stand-in, a vague paper).
 
     Examples:
-        >>> from fairnb.contract import Chapter, PaperSetting
+        >>> from fairnb.contract import AsPaper, Chapter, PaperSetting
         >>> ch = Chapter(9, "demo", "Demo", "09_demo.ipynb", (), paper_settings={
         ...     "seeds": PaperSetting([0, 1, 2, 3, 4], "Sec. 5.1"), "k": PaperSetting(2, "Eq. 2")})
         >>> table = settings_table(ch, {"seeds": (0,), "k": 2}, why={"seeds": "CPU-sized"})
         >>> table["departs"].tolist(), table.loc["seeds", "this run"], table.loc["seeds", "why"]
         (['yes', ''], '[0]', 'CPU-sized')
+        >>> settings_table(ch, {"seeds": AsPaper("same for this model"), "k": 2})["departs"].tolist()
+        ['', '']
         >>> long = settings_table(ch, {"seeds": (0,)}, why={"seeds": "CPU-sized: " + "hours " * 20 + "on this machine"})
         >>> "on this machine" in long._repr_html_()
         True

@@ -155,11 +155,11 @@ def finished_runs(runs: str | Path, results: str | Path | None = None) -> tuple[
                 problems.append(str(error))
                 continue
             page = runs / model_slug(model) / chapter.notebook
-            ran = unit.record.get("run") if isinstance(unit.record.get("run"), dict) else None
-            if ran is None and page.exists():
-                ran = read_record(page)
-            if not ran or not isinstance(ran.get("parameters"), dict) or ran["parameters"].get("preset", "quick") != preset:
-                ran, page = None, None
+            ran = next((part for part in (unit.record.get("run"), read_record(page) if page.exists() else None)
+                        if isinstance(part, dict) and isinstance(part.get("parameters"), dict)
+                        and part["parameters"].get("preset", "quick") == preset), None)
+            if ran is None:
+                page = None
             data = page_data(page) if page is not None and page.exists() else {}
             found.append(FinishedRun(
                 model, chapter, preset, rows, unit.results, unit.evidence, settings=unit.settings,
@@ -440,26 +440,32 @@ def instance_lines(run: FinishedRun, evaluation_id: str, ident: str) -> tuple[li
 
     ``is_correct`` is true where the chapter names a reference and every answer equals it (chapter 3: the
     model resolved the pronoun in both sentences of the pair); a bias score without a reference has no
-    correct answer, and its instances say false.
+    correct answer, and its instances say false. A chapter that only scores probabilities has no answer
+    text: its ``output.raw`` is empty (the schema asks every single-turn instance for an output), and the
+    probabilities are in ``metadata`` with every other column of the evidence row.
     """
     spec = run.chapter.instances
     if run.evidence is None or spec is None:
         return [], 0
     frame = pd.read_parquet(run.evidence)
+    missing = [column for column in (spec.score, *spec.inputs) if column not in frame.columns]
+    if missing:
+        raise ValueError(f"The evidence of {run.label} × {run.chapter.key} ({run.preset}) has no column {missing} that "
+                         f"chapter {run.chapter.number}'s contract (instances) names; its columns are {list(frame.columns)}.")
     lines, skipped = [], 0
     for number, row in enumerate(frame.to_dict("records"), start=1):
         score = _finite(row.get(spec.score))
         if score is None:
             skipped += 1
             continue
-        raw = "\n".join(str(row.get(column, "")) for column in spec.inputs)
-        reference = [str(row[spec.reference])] if spec.reference and spec.reference in row else []
-        answers = [str(row.get(column, "")) for column in spec.outputs]
+        raw = "\n".join(_text(row[column]) for column in spec.inputs)
+        reference = [_text(row[spec.reference])] if spec.reference in row else []
+        answers = [_text(row[column]) for column in spec.outputs if column in row]  # none from a model that only scores
         line: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "evaluation_id": evaluation_id, "model_id": ident,
                 "evaluation_name": f"fairnb_{run.chapter.key}", "sample_id": f"{run.chapter.key}-{number:05d}",
                 "sample_hash": sha256_text(canonical_json([raw, reference])), "interaction_type": "single_turn",
                 "input": {"raw": raw, "reference": reference},
-                "output": {"raw": answers} if answers else None, "answer_attribution": [],
+                "output": {"raw": answers}, "answer_attribution": [],
                 "evaluation": {"score": score, "is_correct": bool(reference and answers)
                                and all(answer == reference[0] for answer in answers)},
                 "metadata": {str(k): _text(v) for k, v in row.items()}}
@@ -485,6 +491,7 @@ class Exported:
     record: dict
     record_text: str
     samples_text: str | None
+    problem: str = ""  # why the run has no instance file, when its evidence does not fit its chapter's contract
 
 
 def file_uuid(run: FinishedRun) -> str:
@@ -528,7 +535,11 @@ def export_run(run: FinishedRun, organization: str = "fairnb", relationship: str
     name = file_uuid(run)
     retrieved = run_time(run)
     evaluation_id = f"{collection}/{run.preset}/{info['id']}/{retrieved}"
-    lines, skipped = instance_lines(run, evaluation_id, info["id"])
+    try:
+        lines, skipped = instance_lines(run, evaluation_id, info["id"])
+        problem = ""
+    except ValueError as error:  # the record stands without its instances, and says why
+        lines, skipped, problem = [], 0, str(error)
     samples_text = "".join(line + "\n" for line in lines) if lines else None
     results = []
     headline_rows = run.rows[run.rows["level"] == "headline"]
@@ -546,6 +557,8 @@ def export_run(run: FinishedRun, organization: str = "fairnb", relationship: str
                       **({"paper": citation.text().replace("*", "")} if citation else {}),
                       f"{DEDUPE}run_fingerprint": run_fingerprint(run), f"{DEDUPE}hash_algorithm": "sha256",
                       f"{DEDUPE}canonicalization_version": CANONICALIZATION}
+    if problem:
+        source_details["instances"] = f"not written: {problem}"
     library_details = {k: str(v) for k, v in run.run_card.items() if k in ("torch", "transformers", "machine")}
     library_details["notebook"] = run.chapter.notebook
     if run.provenance.get("code"):
@@ -572,7 +585,7 @@ def export_run(run: FinishedRun, organization: str = "fairnb", relationship: str
         check_instance(json.loads(line), f"an instance of {run.label} × {run.chapter.key}")
     text = json.dumps(record, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     return Exported(run, f"{folder}/{name}.json", f"{folder}/{name}_samples.jsonl" if samples_text else None, record,
-                    text, samples_text)
+                    text, samples_text, problem)
 
 
 def export_runs(runs: Iterable[FinishedRun], out: str | Path, organization: str = "fairnb",

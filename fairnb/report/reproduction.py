@@ -112,7 +112,7 @@ def paper_html(rows: pd.DataFrame, caption: str) -> str:
     heads = "".join(f"<th{' data-numeric' if c == 'paper' else ''}>{html.escape(c)}</th>" for c in columns)
     body = []
     for row in rows.to_dict("records"):
-        ran = f" <small>({html.escape(row['run'])})</small>" if row.get("run") else ""
+        ran = f"<br><small>run: {html.escape(row['run'])}</small>" if row.get("run") else ""
         detail = "".join(f"<p>{text}</p>" for text in (
             f"hub id: <code>{html.escape(row['hub id'])}</code>" if row.get("hub id") not in ("", ANY_MODEL) else "",
             html.escape(row["why"]), f"<code>{html.escape(row['command'])}</code>" if row.get("command") else "") if text)
