@@ -179,6 +179,9 @@ class Chapter:
     # times the units behind its headline intervals that a run with ``settings`` scored; one sentence
     # (ValueError) when they cannot grow. None: the ``limit`` setting is scaled (:func:`scale_limit`).
     scale: Callable[[Mapping[str, Any], float], dict[str, Any]] | None = None
+    # What the headline intervals resample, in the plural ("occupations", "probes"): the pages say what a run
+    # of that many can detect (fairnb.stats.detectable_sentences).
+    units: str = "items"
     headline_names: tuple[str, ...] = field(init=False)
 
     def __post_init__(self):

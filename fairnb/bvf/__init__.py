@@ -210,6 +210,7 @@ CHAPTER = Chapter(
                 "the occupations of Appendix D.1, as printed", sample=False),
     ),
     instances=Instances("r", ("occupation",)),
+    units="occupations",
     presets=PRESETS,
     scale=scale_occupations,
     paper_settings=PAPER_SETTINGS,

@@ -113,6 +113,7 @@ CHAPTER = Chapter(
                       "from SBIC; never published", "https://github.com/surika/group-fairness",
                       "a small GFair-style schema written for fairnb (fairnb/group_fairness/data/schema.yaml)"),),
     instances=Instances("toxicity", ("prompt",), ("output",)),
+    units="statements",
     presets=PRESETS,
     scale=scale_data_points,
     paper_settings={

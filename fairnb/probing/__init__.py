@@ -94,6 +94,7 @@ CHAPTER = Chapter(
                 "https://ixa2.si.ehu.eus/stswiki/index.php/STSbenchmark", "fairnb's own sentences about a person"),
     ),
     instances=Instances("jsd", ("probe",), ("continuation",)),
+    units="probes",
     presets=PRESETS,
     paper_settings={
         "model": PaperSetting("llama-7b, -13b, -70b and their chat versions", "Section 3",
