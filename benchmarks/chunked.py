@@ -6,7 +6,9 @@ Two heavy steps, each the call a chapter makes:
   gender words) of the ``n`` most frequent rows of a long-tailed template table
   (:func:`benchmarks.bvf_scale.synthetic_templates`) for the first occupation(s);
 - ``ch4``: chapter 4's generation, one greedy 32-token chat answer per statement-organisation
-  prompt (every target of the shipped schema crossed with every attribute, shuffled).
+  prompt (every target of the shipped schema crossed with every attribute, shuffled);
+- ``bvf-paper``: chapter 1's ``preset=paper`` pipeline on ``n`` occupations x the first 1,024
+  templates of a mined-like table (:mod:`benchmarks.bvf_scale`).
 
 Every run is a fresh subprocess (``worker``) on an empty output cache that shares only the
 converted models, so its peak RSS and its work are its own. For each size a run kills itself
@@ -68,9 +70,14 @@ def heavy_step(task: str, lm, n: int, occupations: int):
     if task == "ch4":
         prompts = chapter4_prompts(n)
         return lambda: lm.generate(prompts, max_new_tokens=32, chat=lm.is_chat)
-    from benchmarks.bvf_scale import synthetic_templates
+    from benchmarks.bvf_scale import PAPER_TEMPLATES, mined_like_templates, synthetic_templates
     from fairnb import bvf
 
+    if task == "bvf-paper":  # n occupations x the first 1,024 templates, the official lookup and criterion
+        table, groups = mined_like_templates(PAPER_TEMPLATES), bvf.load_occupations(limit=n)
+        words = bvf.load_attribute_words("gender", casing="as_listed")
+        return lambda: bvf.risk_table(bvf.attribute_probabilities(lm, groups, table, words, words="vocab-key",
+                                                                  criterion="calculate"), criterion="calculate")
     table, groups = synthetic_templates().head(n), bvf.load_occupations(limit=occupations)
     words = bvf.load_attribute_words("gender")
     return lambda: bvf.attribute_probabilities(lm, groups, table, words)
@@ -82,21 +89,23 @@ def worker(task: str, n: int, chunk_rows: int, kill_after: int | None, occupatio
 
     from fairnb import load_model
 
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
+    if "OMP_NUM_THREADS" in os.environ:  # else (bvf-paper) each chunk picks its threads as make report does
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     lm = load_model("default", device="cpu")
     lm.chunk_rows = lm.generation_chunk_rows = chunk_rows
     work = heavy_step(task, lm, n, occupations)
     rss_loaded = _peak_rss_mib()
     computed: list[int] = []
     started: list[float] = []
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), _cpu_s()
 
     def chunk_starts() -> None:
         started.append(time.perf_counter() - start)
 
     def chunk_done(value):
         computed.append(len(value))
-        line = {"rows": len(value), "t": time.perf_counter() - start, "rss": _peak_rss_mib()}
+        line = {"rows": len(value), "t": time.perf_counter() - start, "rss": _peak_rss_mib(), "rss_now": _rss_mib(),
+                "cpu": _cpu_s() - cpu_start}
         print(MARK + json.dumps(line), file=sys.stderr, flush=True)
         if kill_after is not None and len(computed) > kill_after:
             os.kill(os.getpid(), signal.SIGKILL)
@@ -118,20 +127,36 @@ def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def _cpu_s() -> float:
+    """CPU seconds this process has used, every thread (user + system): its work, whatever else runs."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _rss_mib() -> float:
+    """The resident memory now (Linux ``/proc``; elsewhere the peak)."""
+    try:
+        return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return _peak_rss_mib()
+
+
 def run_worker(task: str, n: int, cache: Path, chunk_rows: int, occupations: int,
                kill_after: int | None = None) -> dict:
     """One worker subprocess on ``cache``; a killed one is described by its ``CHUNK`` lines."""
-    env = {**os.environ, "FAIRNB_CACHE": str(cache), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")}
+    env = {**os.environ, "FAIRNB_CACHE": str(cache)}
+    if task != "bvf-paper":  # the issue-16 measurements ran on 2 threads; bvf-paper threads as make report does
+        env["OMP_NUM_THREADS"] = os.environ.get("OMP_NUM_THREADS", "2")
     command = [sys.executable, "-m", "benchmarks.chunked", "worker", task, str(n), "--chunk-rows", str(chunk_rows),
                "--occupations", str(occupations)] + ([] if kill_after is None else ["--kill-after", str(kill_after)])
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
     chunks = [json.loads(line[len(MARK):]) for line in done.stderr.splitlines() if line.startswith(MARK)]
     if done.returncode == -signal.SIGKILL:
         return {"killed": True, "work_s": chunks[-1]["t"], "computed_rows": sum(c["rows"] for c in chunks),
-                "chunks_computed": len(chunks), "peak_rss_mib": chunks[-1]["rss"]}
+                "chunks_computed": len(chunks), "peak_rss_mib": chunks[-1]["rss"], "chunks": chunks}
     if done.returncode != 0:
         raise RuntimeError(f"{task} worker on {n} rows failed: {done.stderr[-2000:]}")
-    return {"killed": False, **json.loads(done.stdout.strip().splitlines()[-1])}
+    return {"killed": False, **json.loads(done.stdout.strip().splitlines()[-1]), "chunks": chunks}
 
 
 def scratch_cache(scratch: Path, name: str) -> Path:

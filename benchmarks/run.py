@@ -29,6 +29,8 @@ import torch
 from benchmarks import bvf_scale, chapters, chunked, generation, scoring
 from benchmarks.lm_eval_env import OUT_DIR, lm_eval_version
 from fairnb import load_model
+from fairnb.models.batching import threads_for_load
+from fairnb.models.generation import decoding_rows
 from fairnb.models.language_model import LanguageModel
 from fairnb.models.scoring import MIN_SHARED
 
@@ -39,16 +41,27 @@ BOUND_GOAL = 1.2  # issue 25: exact whole-word scoring within 1.2x of the exact-
 T = TypeVar("T")
 
 
+THREADS_USED: list[int] = []  # torch threads of every timed run, in order
+
+
 def timed(run: Callable[[], T], device: str) -> Callable[[], tuple[T, float]]:
-    """``run`` made to return its result and its wall seconds (synchronising a GPU)."""
+    """``run`` made to return its result and its wall seconds (synchronising a GPU).
+
+    Each run takes its torch threads as a page of ``make report`` run alone does
+    (:func:`~fairnb.models.batching.threads_for_load`: every core while the load leaves them free,
+    one thread once other jobs hold them; ``OMP_NUM_THREADS`` wins), so every contender runs under
+    the same rule; the count is kept in :data:`THREADS_USED`.
+    """
     def call() -> tuple[T, float]:
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        result = run()
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        return result, time.perf_counter() - start
+        with threads_for_load(device):
+            THREADS_USED.append(torch.get_num_threads())
+            if device.startswith("cuda"):
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            result = run()
+            if device.startswith("cuda"):
+                torch.cuda.synchronize()
+            return result, time.perf_counter() - start
     return call
 
 
@@ -153,7 +166,7 @@ def task_grid(lm: LanguageModel, args) -> dict:
     for row in rows:
         if "full_grid_s" in row:
             row["ratio_to_fairnb"] = row["full_grid_s"] / fairnb_full
-    budget = scoring.position_budget(lm, full.prompts, words)
+    budget = scoring.position_budget(lm, grid.prompts, words)  # the prompts measured
     ratio = bound_ratio(rows[0]["median_s"], floor_row["median_s"], budget["floor_bound"])
     print(f"fairnb takes {ratio:.2f}x the exact-work bound (goal <= {BOUND_GOAL}x)", flush=True)
     return {"rows": rows, "budget": budget,
@@ -191,7 +204,7 @@ def task_generation(lm: LanguageModel, args) -> dict:
         rows.append({"contender": contender, "median_s": median, "seconds": seconds[key],
                      "tokens_per_s": tokens / median, "ratio_to_fairnb": median / statistics.median(seconds["batched"])})
     return {"rows": rows, "prompts": len(prompts), "max_new_tokens": args.max_new_tokens,
-            "temperature": args.temperature, "batch_size": max(1, lm.batch_size // 2),
+            "temperature": args.temperature, "batch_size": decoding_rows(lm),
             "greedy_identical": identical,
             "greedy_differences": [[a, b] for a, b in zip(greedy_batched, greedy_looped) if a != b][:3]}
 
@@ -205,6 +218,20 @@ def task_chapters(args) -> dict:
                      "median_s": statistics.median(r["wall_s"] for r in runs),
                      "peak_rss_mib": max(r["peak_rss_mib"] for r in runs)})
     return {"rows": rows, "model": args.model}
+
+
+def thread_counts(used: list[int]) -> str:
+    """The torch threads of a task's timed runs, as the machine line shows them.
+
+    Examples:
+        >>> thread_counts([1, 1, 1]), thread_counts([2, 1, 2, 2])
+        ('1', '1–2 (by the load at each run: 1 × 1, 3 × 2)')
+    """
+    counts = sorted(set(used))
+    if len(counts) == 1:
+        return str(counts[0])
+    runs = ", ".join(f"{used.count(c)} × {c}" for c in counts)
+    return f"{counts[0]}–{counts[-1]} (by the load at each run: {runs})"
 
 
 def _seconds(value: float) -> str:
@@ -263,7 +290,7 @@ def render_grid(stored: dict) -> list[str]:
               f"token position, vocabulary head {budget['head_macs'] / 1e6:.0f} M). The floor runs its "
               f"{budget['prompts']:,} prompts in full ({budget['prompt_tokens']:.2f} tokens each; "
               f"{budget['floor_positions']:,} positions in its left-padded batches) and one head per prompt: "
-              f"{budget['floor_macs'] / 1e12:.2f} × 10¹². Any exact method computes at least each of the grid's "
+              f"{budget['floor_macs'] / 1e12:.2f} × 10¹². Any exact method computes at least each of these prompts' "
               f"{budget['prompt_minimum']:,} distinct prompt prefixes once (prompts that share a start can share "
               "its key/value cache), one head per distinct prompt, and after each the "
               f"{budget['extra_minimum']} distinct prefixes of its {budget['multi_token_words']} multi-token "
@@ -352,8 +379,9 @@ def render(out_dir: Path = OUT_DIR, old: str = "") -> str:
     sections = {"grid": render_grid, "generation": render_generation, "chapters": render_chapters}
     headings = {"grid": "## 1.", "generation": "## 2.", "chapters": "## 3."}
     lines = ["# fairnb benchmarks", "",
-             "Sections 1–3 are written by `python -m benchmarks.run` (`make bench`), the two sections at scale by "
-             "`python -m benchmarks.bvf_scale` and `python -m benchmarks.chunked ch4`; see the module docstrings in "
+             "Sections 1–3 are written by `python -m benchmarks.run` (`make bench`), the sections at scale by "
+             "`python -m benchmarks.bvf_scale`, `python -m benchmarks.bvf_scale paper` and "
+             "`python -m benchmarks.chunked ch4`; see the module docstrings in "
              "`benchmarks/` for what each contender does. Rerun on your machine to compare.", ""]
     for task, render_task in sections.items():
         path = out_dir / f"{task}.json"
@@ -418,7 +446,10 @@ def main(argv: list[str] | None = None) -> None:
     for task in args.tasks:
         info = machine(lm if task != "chapters" else None)
         print(f"running {task} ...", flush=True)
+        THREADS_USED.clear()
         result = runners[task]()
+        if THREADS_USED:
+            info["torch_threads"] = thread_counts(THREADS_USED)
         stored = {"machine": info, "result": result, "comment": args.comment}
         (OUT_DIR / f"{task}.json").write_text(json.dumps(stored, indent=1, default=float))
         old = RESULTS.read_text() if RESULTS.exists() else ""

@@ -73,7 +73,8 @@ CANNOT_SCORE = {
 }
 # What a `preset=paper` run of a chapter computes per model, for the plan.
 PAPER_WORK = {
-    "bvf": "120 occupations x the templates x 4 topics: one forward pass per prompt",
+    "bvf": "120 occupations x the first 1,024 templates of the gender table, and of the race table for race, religion "
+           "and disability: one forward pass per prompt reads every word",
     "probing": "3 probing strategies, 200 self-generated statements: generations of 50 tokens and next-token scores",
     "ucerf": "3,168 WinoBias sentences (31,756 with SynthBias) x 5 seeds x 2 tasks: one forward pass each",
     "group_fairness": "20 targets x 100 attributes x 10 dimensions = 20,000 generations per task, 3 tasks and GF-Think",

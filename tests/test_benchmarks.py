@@ -88,6 +88,16 @@ def test_position_budget_by_hand():
     assert budget["floor_bound"] == pytest.approx(exact / floor)
 
 
+def test_a_scaled_grid_derives_its_bound_from_the_prompts_it_measured(tiny_gpt2):
+    args = run.parse_args(["--scale", "0.01", "--loop-scale", "0", "--lm-eval-scale", "0", "--repeats", "1"])
+    run.THREADS_USED.clear()
+    result = run.task_grid(tiny_gpt2, args)
+    measured = scoring.bvf_gender_grid(0.01).prompts
+    assert result["budget"] == scoring.position_budget(tiny_gpt2, measured, scoring.bvf_gender_grid(1.0).words)
+    assert result["budget"]["prompts"] == len(measured) == 10
+    assert len(run.THREADS_USED) == 3  # fairnb, floor and single-token runs, each under the load's thread rule
+
+
 def test_scale_table_counts_the_lost_chunk_and_every_computed_prompt():
     # 2 chunks of 100: the killed run caches chunk 1 and loses chunk 2; its rerun computes chunk 2 again
     measured = {"chunk_rows": 100,
@@ -101,6 +111,23 @@ def test_scale_table_counts_the_lost_chunk_and_every_computed_prompt():
     assert "| 100 rows (1 chunk) |" in pair and "| 15.00 (0.75×) | 950 MiB |" in pair  # 300 prompts in 20 s
     goals = chunked.goals_line(measured, "rows")
     assert "lost 100 rows at most" in goals and "0.75–0.75×" in goals and "±0.0% around 950 MiB" in goals
+
+
+def test_paper_scale_section_projects_the_full_set_from_every_computed_prompt():
+    # 4 chunks of 100: the killed run caches 2 and loses its third; the resumed run computes the last 2
+    chunk = lambda t, rss: {"rows": 100, "t": t, "rss": 900.0, "rss_now": rss, "cpu": t * 1.5}  # noqa: E731
+    measured = {"occupations": 1, "prompts": 400, "chunks": 4, "chunk_rows": 100, "machine": "test",
+                "killed": {"computed_rows": 300, "work_s": 30.0, "peak_rss_mib": 910.0,
+                           "chunks": [chunk(10, 800), chunk(20, 805), chunk(30, 803)]},
+                "rerun": {"computed_rows": 200, "work_s": 20.0, "peak_rss_mib": 905.0, "first_compute_s": 0.1,
+                          "chunks": [chunk(10, 790), chunk(20, 801)]}}
+    text = bvf_scale.render_paper(measured)
+    # 500 prompts computed in 50 s: 10 prompts/s; 122,880 prompts take 205 min; one chunk lost
+    assert "At 10.0 prompts/s" in text and "= 122,880 prompts, takes 205 min here" in text
+    assert "The kill lost 100 prompts" in text and "killed run 803–805 MiB; resumed run 801–801 MiB" in text
+    # CPU time: 45 + 30 s for 500 prompts = 150 ms per prompt: 307 CPU-minutes, 154 min on two idle cores
+    assert "150 ms per prompt, so 307 CPU-minutes for the set: 154 min on two idle cores" in text
+    assert "| killed at half | 300 | 30 s | 10.0 | 910 MiB |" in text
 
 
 def test_synthetic_template_table_is_long_tailed():

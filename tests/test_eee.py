@@ -18,6 +18,7 @@ from jsonschema import Draft7Validator
 import fairnb
 from fairnb import cli
 from fairnb.report import eee, runner
+from fairnb.report.parameters import parameter_defaults
 from fairnb.results import write_page_outputs
 
 SCHEMAS = Path(fairnb.__file__).parent / "report" / "data" / "eee"
@@ -174,6 +175,8 @@ def test_every_chapter_exports_a_valid_record_from_its_contract(chapter, tmp_pat
     and instance file; a headline without an interval has no uncertainty, one with gets its method."""
     spec = chapter.instances
     assert spec is not None and chapter.datasets, chapter.key
+    declared = parameter_defaults(runner.NOTEBOOKS_DIR / chapter.notebook)
+    assert all(d.parameter in declared for d in chapter.datasets if d.parameter)  # a parameter the notebook has
     rows = pd.DataFrame([{"item": "all", "metric": h.name, "value": 0.25 * (k + 1), "level": "headline",
                           **({"ci_low": 0.1, "ci_high": 0.9} if h.interval else {})}
                          for k, h in enumerate(chapter.headlines)])

@@ -123,10 +123,12 @@ def test_group_fairness_evidence_keeps_the_main_task_most_toxic_first():
     answers = pd.DataFrame({"task": [group_fairness.MAIN_TASK] * 2 + ["gf_think"],
                             "dimension": ["age", "religion", "age"], "target": ["young", "Buddhist", "young"],
                             "attribute": ["lazy", "calm", "lazy"], "output": ["a", "b", "c"], "sentence": ["a", None, "c"],
+                            "prompt": ["asked young/lazy", 'asked about Buddhist people that uses the description "calm"',
+                                       "asked young/lazy, thinking"],
                             "toxicity": [0.2, 0.6, 0.9], "negative_sentiment": [1.0, 0.0, 1.0], "declination": [0.0, 1.0, 0.0]})
     proof = group_fairness.evidence(answers)
     assert proof["target"].tolist() == ["Buddhist", "young"] and proof["rank"].tolist() == [1, 2]
-    assert 'about Buddhist people that uses the description "calm"' in proof["prompt"][0]
+    assert proof["prompt"].tolist() == ['asked about Buddhist people that uses the description "calm"', "asked young/lazy"]
 
 
 def test_certification_evidence_ranks_pivot_sets_by_their_certified_lower_bound():

@@ -394,7 +394,7 @@ def test_chunked_generation_runs_the_batches_of_one_unchunked_run(tiny_gpt2_path
     decode, batches = generation._decode, {}
     for chunk_rows in (4, 10**9):
         lm = load_model(str(tiny_gpt2_path), device="cpu", use_cache=False)
-        lm.generation_chunk_rows, lm.batch_size = chunk_rows, 8                 # generation batches of 4
+        lm.generation_chunk_rows, lm.batch_size = chunk_rows, 4                 # generation batches of 4 (CPU)
         seen: list = []
         monkeypatch.setattr(generation, "_decode",
                             lambda lm, inputs, *a, seen=seen: seen.append(inputs["input_ids"].tolist()) or decode(lm, inputs, *a))
@@ -533,3 +533,50 @@ def test_shared_prefix_generation_equals_the_plain_layout(tiny_gpt2):
         soft_rows = ["\n" + q for q in prompts] * 2
         assert (generation.generate(tiny_gpt2, soft_rows, decoding, seeds, prefix_embeds=soft)
                 == generation.generate(tiny_gpt2, soft_rows, decoding, seeds, prefix_embeds=soft, share_prefixes=False))
+
+
+def test_a_stored_prefix_that_goes_on_differently_lends_its_common_start(tiny_gpt2, monkeypatch):
+    """The prefix store gives the states of the longest start a row shares with any stored prefix, not only
+    of a stored prefix that is whole: the second call encodes its own ending only, and its texts are the
+    plain layout's."""
+    from fairnb.models import generation
+
+    store = generation.prefix_store(tiny_gpt2)
+    monkeypatch.setattr(store, "entries", type(store.entries)())
+    monkeypatch.setattr(store, "size", 0)
+    head = "The capital of France is Paris, and the nurse said that the engineer"
+    prompts = [" went to the market.", " bought apples and", " said that she was"]
+    first, second = ([f"{head}{end}\n{q}" for q in prompts] for end in (" agreed.", " left early today."))
+    decoding = generation.Decoding(8)
+    generation.generate(tiny_gpt2, first, decoding, [0] * 3)
+    encoded: list[int] = []
+    without_head = generation._without_head
+
+    def counting(lm):
+        part = without_head(lm)
+        return lambda **inputs: encoded.append(inputs["input_ids"].shape[1]) or part(**inputs)
+
+    monkeypatch.setattr(generation, "_without_head", counting)
+    texts = generation.generate(tiny_gpt2, second, decoding, [0] * 3)
+    assert texts == generation.generate(tiny_gpt2, second, decoding, [0] * 3, share_prefixes=False)
+    shared = len(os.path.commonprefix(tiny_gpt2.tokenizer(second).input_ids))
+    common = len(os.path.commonprefix(tiny_gpt2.tokenizer([first[0], second[0]]).input_ids))
+    assert encoded == [shared - common] and common > 5
+
+
+def test_a_share_group_split_between_batches_gives_the_plain_texts(tiny_gpt2, monkeypatch):
+    """Batches are filled to the row limit, splitting a share group where a batch fills: the second part
+    reads the prefix the first part stored, and every row's text is the plain layout's."""
+    from fairnb.models import generation
+
+    monkeypatch.setattr(tiny_gpt2, "batch_size", 4)  # 4 rows per decoding batch on a CPU
+    prefixes = ["The capital of France is Paris. He and she", "I agree. I disagree. The nurse said that"]
+    rows = [p + "\n" + q for p in prefixes for q in (" went to the market.", " bought apples and", " said it")]
+    decoding = generation.Decoding(6, 1.0, 10)
+    seeds = generation.row_seeds(rows, 0)
+    batches: list[int] = []
+    decode = generation._decode
+    monkeypatch.setattr(generation, "_decode", lambda lm, inputs, *a: batches.append(len(a[0])) or decode(lm, inputs, *a))
+    texts = generation.generate(tiny_gpt2, rows, decoding, seeds)
+    assert batches == [4, 2]
+    assert texts == generation.generate(tiny_gpt2, rows, decoding, seeds, share_prefixes=False)
