@@ -70,7 +70,7 @@ def _produced(chapter_key: str) -> set[tuple[str, str]]:
         rows = fairnb.bvf.results_table({t: table for t in fairnb.bvf.TOPICS}, {t: ci for t in fairnb.bvf.TOPICS})
     elif chapter_key == "group_fairness":
         gf = fairnb.group_fairness
-        answers = pd.DataFrame([{"task": task, "dimension": d, "target": t, "toxicity": 0.1 * i,
+        answers = pd.DataFrame([{"task": task, "dimension": d, "target": t, "attribute": "x", "toxicity": 0.1 * i,
                                  "negative_sentiment": i % 2, "declination": 0}
                                 for task in (gf.MAIN_TASK, "gf_think") for d in gf.DIMENSIONS for i, t in enumerate("ab")])
         rows = getattr(gf, "results_table", None) or gf.tidy_results  # renamed results_table on the chapter 4 branch
