@@ -27,6 +27,7 @@ import yaml
 
 import fairnb
 from fairnb import published
+from fairnb.comparison import records
 from fairnb.report import book, eee, runner
 from fairnb.report.parameters import check_limit, check_name, check_timeout, parse_param
 from fairnb.results import DEFAULT_RUNS, results_root
@@ -175,8 +176,8 @@ def run_command(args: argparse.Namespace) -> int:
 
 def book_command(args: argparse.Namespace) -> int:
     results = check_folder(results_location(args.results, args.runs), "--results")
-    imported = eee.record_files(args.eee)
-    eee.imported_scores(imported)  # a file that is not an EEE record: one sentence, before any kernel starts
+    imported = records.record_files(args.eee)
+    records.imported_scores(imported)  # a file that is not an EEE record: one sentence, before any kernel starts
     return book.build_book(check_folder(args.runs, "--runs"), results=results, build=not args.no_build,
                            imported=imported)
 

@@ -195,17 +195,18 @@ class Chapter:
         if keys and any(k != keys[0] for k in keys):
             raise ValueError(f"Chapter {self.key!r}: every preset must set the same keys.")
 
-    def settings(self, preset: str, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """The run's settings: the preset's values, replaced by every ``given`` value that is not ``NOT_GIVEN``.
+    def settings(self, preset: str, given: Mapping[str, Any] | None = None, **values: Any) -> dict[str, Any]:
+        """The run's settings: the preset's values, replaced by every given value that is not ``NOT_GIVEN``.
 
-        ``given`` may be a notebook's ``globals()``: only the preset's keys are read from it, so a
-        notebook lists each parameter once, in its parameters cell. ``None`` is a value ("all").
+        A notebook passes each of its parameters that a preset fixes by name
+        (``CHAPTER.settings(preset, limit=limit, seeds=seeds)``); ``given`` is the same as a mapping.
+        Only the preset's keys are read; ``None`` is a value ("all").
 
         Examples:
             >>> ch = Chapter(9, "demo", "Demo", "09_demo.ipynb", (), presets={"quick": {"limit": 20, "seed": 0},
             ...                                                              "paper": {"limit": None, "seed": 0}})
-            >>> ch.settings("quick", {"limit": None, "seed": "preset", "model": "default"})
-            {'limit': None, 'seed': 0}
+            >>> ch.settings("quick", limit=None, seed="preset"), ch.settings("paper", {"seed": 3, "model": "default"})
+            ({'limit': None, 'seed': 0}, {'limit': None, 'seed': 3})
             >>> ch.settings("fast")
             Traceback (most recent call last):
             ...
@@ -213,11 +214,11 @@ class Chapter:
         """
         if preset not in self.presets:
             raise ValueError(f"Unknown preset {preset!r}; use one of {list(self.presets)}.")
-        values = dict(self.presets[preset])
-        for key, value in (given or {}).items():
-            if key in values and not (isinstance(value, str) and value == NOT_GIVEN):
-                values[key] = value
-        return values
+        resolved = dict(self.presets[preset])
+        for key, value in {**(given or {}), **values}.items():
+            if key in resolved and not (isinstance(value, str) and value == NOT_GIVEN):
+                resolved[key] = value
+        return resolved
 
     @property
     def notebook_stem(self) -> str:

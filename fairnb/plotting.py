@@ -11,6 +11,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import matplotlib as mpl
+import matplotlib.pyplot as plt
+import pandas as pd
 import seaborn as sns
 from cycler import cycler
 
@@ -60,3 +62,12 @@ def finished(fig, title: str | None = None, ax=None, **layout):
         (fig.suptitle if ax is None else ax.set_title)(title)
     fig.tight_layout(**layout)
     return fig if ax is None else ax
+
+
+@themed
+def word_probability_bars(frame: pd.DataFrame, x: str, y: str, hue: str, title: str = ""):
+    """Grouped bars of word probabilities (quickstart: p(he) vs p(she) per occupation)."""
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    sns.barplot(data=frame, x=x, y=y, hue=hue, ax=ax)
+    ax.tick_params(axis="x", rotation=30)
+    return finished(fig, title, ax)

@@ -10,8 +10,9 @@ result row of the chapter that computes it), ``value`` as printed, ``scale`` (``
 joined by ``;``: ``preset`` is the run's preset, a column of the run's result row such as ``n``
 is read there, any other key from the run's settings) and a ``note``.
 
-A chapter page calls :func:`published_beside_run`, which also keeps the run's settings in
-its run record (beside its result file), so the reproduction page (:func:`reproduction_table`) can judge every run later.
+A chapter page's :func:`fairnb.page.finish` keeps the run's settings in its run record
+(:func:`settings_to_record`, :func:`fairnb.results.write_page_outputs`), so the reproduction page
+(:func:`reproduction_table`) can judge every run later, and shows :func:`published_beside_run`.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from IPython.display import Markdown
 from fairnb.contract import NOT_GIVEN, Chapter, require_columns, shipped_file
 from fairnb.formatting import number
 from fairnb.models.names import model_label
-from fairnb.results import RECORD_SUFFIX, read_record, read_results, results_file, results_root, write_settings
+from fairnb.results import RECORD_SUFFIX, read_record, read_results, results_file, results_root
 
 COLUMNS = ("paper", "table", "model", "hub_id", "topic", "item", "metric", "value", "scale", "kind", "tolerance",
            "comparable", "note")
@@ -189,13 +190,17 @@ def condition_keys(published: pd.DataFrame) -> set[str]:
     return {key for text in published["comparable"] for key, _, _ in parse_conditions(text)}
 
 
-def record_settings(chapter: Chapter, model: str, given: Mapping[str, Any], preset: str, keys: Collection[str],
-                    root: str | Path | None = None) -> dict:
-    """Resolve a run's settings (``given``: its settings or the notebook's ``globals()``) and keep the
-    preset's keys and ``keys`` in the run's record (:func:`fairnb.results.write_settings`); returns what was kept."""
+def settings_to_record(chapter: Chapter, given: Mapping[str, Any], preset: str, keys: Collection[str]) -> dict:
+    """The settings a run's record keeps: the preset's keys (resolved from ``given`` as :meth:`Chapter.settings`
+    does) and ``keys`` (those the paper's numbers are judged by) where ``given`` has them.
+
+    Examples:
+        >>> ch = Chapter(9, "demo", "Demo", "09_demo.ipynb", (), presets={"quick": {"limit": 5}, "paper": {"limit": None}})
+        >>> settings_to_record(ch, {"limit": "preset", "dataset": "/data", "unrelated": 1}, "quick", ["dataset", "split"])
+        {'dataset': '/data', 'limit': 5}
+    """
     resolved = {**given, **chapter.settings(preset, given)} if chapter.presets else dict(given)
-    wanted = {k: resolved[k] for k in sorted(set(keys) | set(chapter.presets.get(preset, {}))) if k in resolved}
-    return write_settings(model, chapter, preset, wanted, root)
+    return {k: resolved[k] for k in sorted(set(keys) | set(chapter.presets.get(preset, {}))) if k in resolved}
 
 
 def _text(value: Any) -> str:
@@ -318,17 +323,14 @@ def markdown_table(frame: pd.DataFrame) -> str:
 
 
 def published_beside_run(chapter: Chapter, model: str, settings: Mapping[str, Any], preset: str,
-                         results: pd.DataFrame | None = None, published: pd.DataFrame | None = None,
-                         root: str | Path | None = None) -> Markdown:
+                         results: pd.DataFrame, published: pd.DataFrame | None = None) -> Markdown:
     """The paper's numbers for this run's model beside the run: paper · this run [interval] · difference ·
     within the run's interval? · status, and why a run is not comparable, in plain words.
 
-    ``settings`` is the run's settings or the notebook's ``globals()`` (preset values resolved as
-    :meth:`Chapter.settings` does); ``results`` defaults to the result file the page just wrote.
-    Also keeps the settings in the run's record (:func:`fairnb.results.write_settings`) for the reproduction page.
+    ``settings`` are the run's recorded settings (:func:`record_settings`), ``results`` its result rows.
+    Reads and writes nothing: :func:`fairnb.page.finish` writes the run and then shows this.
     """
     published = load_published(chapter) if published is None else published
-    recorded = record_settings(chapter, model, settings, preset, condition_keys(published), root)
     mine = published[[model_matches(model, hub) for hub in published["hub_id"]]]
     label = model_label(model)
     if published.empty:
@@ -338,8 +340,7 @@ def published_beside_run(chapter: Chapter, model: str, settings: Mapping[str, An
         return Markdown(f"Paper {chapter.number} prints no number for {label} (its models: "
                         f"{', '.join(dict.fromkeys(published['model']))}); the [reproduction page](../reproduction.ipynb) "
                         "lists them all.")
-    rows = pd.read_parquet(results_file(model, chapter, preset, root)) if results is None else results
-    verdicts = [verdict(p, rows, recorded, preset) for _, p in mine.iterrows()]
+    verdicts = [verdict(p, results, settings, preset) for _, p in mine.iterrows()]
     table = pd.DataFrame({
         "paper": [f"{p.table}, {p.model}, {p.topic}: {p.metric} = {p.value:g}" + (" %" if p.scale == "percent" else "")
                   for p in mine.itertuples()],

@@ -64,7 +64,7 @@ class _Table(HTMLParser):
 def settings_rows(notebook: str | Path) -> dict[str, dict[str, str]]:
     """The page's settings table as shown (the HTML output of its ``settings_table(...)`` cell): setting -> column -> text."""
     cells = json.loads(Path(notebook).read_text())["cells"]
-    cell = next(c for c in cells if c["cell_type"] == "code" and "".join(c["source"]).startswith("settings_table("))
+    cell = next(c for c in cells if c["cell_type"] == "code" and "settings_table(" in "".join(c["source"]))
     html = next("".join(o["data"]["text/html"]) for o in cell["outputs"] if "text/html" in o.get("data", {}))
     parser = _Table()
     parser.feed(html)

@@ -30,12 +30,12 @@ from jsonschema import Draft7Validator
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 import fairnb
+from fairnb.comparison import OCCUPATION_SCORES
 from fairnb.report import book, runner
-from fairnb.report.comparison import OCCUPATION_SCORES
 
 CHROMIUM = Path("/usr/bin/chromium")
 MODELS = ["default", "gemma-3-270m"]
-SETUP_MARKER = "SETUP_CODE_THE_READER_MUST_NOT_SEE"
+SETUP_MARKER = "SETUP_CODE_THE_READER_OPENS"
 EXERCISE_MARKER = "Compute the risk of the nurse by hand."
 SOLUTION_MARKER = "The risk of the nurse is a mean over contexts."
 CITED = "liu2024bvf"
@@ -65,22 +65,17 @@ def tiny_chapter(chapter) -> nbformat.NotebookNode:
         new_markdown_cell(f"# {chapter.number}. {chapter.title}\n\nThe risk is $R = R^b + R^v$, and\n\n"
                           "$$c(x) = \\frac{k - \\mathrm{PPL}(x)}{k - 1}.$$"),
         new_code_cell('model = "default"  # model name\nlimit = None  # items', metadata={"tags": ["parameters", "hide-input"]}),
-        new_code_cell(f"{SETUP_MARKER} = 1\nimport pandas as pd\nfrom fairnb.contract import Chapter, Headline\n"
-                      "from fairnb.results import write_results\nbase = 0.1 if model == 'default' else 0.3\n"
-                      f"CHAPTER = {contract_source(chapter)}", metadata={"tags": ["remove-input"]}),
+        new_code_cell(f"{SETUP_MARKER} = 1\nimport pandas as pd\nfrom fairnb import page\n"
+                      "from fairnb.contract import Chapter, Headline\nbase = 0.1 if model == 'default' else 0.3\n"
+                      f"CHAPTER = {contract_source(chapter)}", metadata={"tags": ["hide-input"]}),
         new_markdown_cell("## Results\n\nThe headline numbers, written for the comparison page, as in "
                           f"{{cite:t}}`{CITED}`."),
-        new_code_cell(f"table = pd.DataFrame([{', '.join(rows)}])\n"
-                      "write_results(table, model, CHAPTER)\ntable.round(3)"),
-        new_code_cell("from myst_nb import glue\nglue('glued_total', round(1000 + base * 1000), display=False)\n"
-                      "from fairnb.report.display import glue_headlines\nglue_headlines(table, 'page')",
-                      metadata={"tags": ["remove-input"]}),
-        new_code_cell("from fairnb.report.evidence import show_evidence\n"
-                      f"items = table.assign(**dict.fromkeys({columns!r}, table['item']), **{{{spec.score!r}: table['value']}})\n"
-                      "show_evidence(items, model, CHAPTER, 'Rows behind the headline', 'value')",
-                      metadata={"tags": ["remove-input"]}),
-        new_markdown_cell(f"This run scored {{glue:}}`glued_total` prompts. "
-                          f"{GLUED_HEADLINE} {{glue:text}}`page_{chapter.headlines[0].name}:.3f`.\n\n"
+        new_code_cell(f"table = pd.DataFrame([{', '.join(rows)}])\npage.number_cells(table)"),
+        new_code_cell(f"items = table.assign(**dict.fromkeys({columns!r}, table['item']), **{{{spec.score!r}: table['value']}})\n"
+                      "page.finish(CHAPTER, model, 'quick', {}, table, items, caption='Rows behind the headline', "
+                      "sort_by='value', glue={'total': round(1000 + base * 1000)})", metadata={"tags": ["remove-input"]}),
+        new_markdown_cell(f"This run scored {{glue:}}`{chapter.key}_total` prompts. "
+                          f"{GLUED_HEADLINE} {{glue:text}}`{chapter.key}_{chapter.headlines[0].name}:.3f`.\n\n"
                           f"```{{exercise}} By hand\n:label: ex-{chapter.key}\n\n{EXERCISE_MARKER}\n```\n\n"
                           f"```{{solution}} ex-{chapter.key}\n:class: dropdown\n\n{SOLUTION_MARKER}\n```"),
     ], metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
@@ -166,7 +161,8 @@ def test_mathjax_is_served_by_the_book_and_typesets_offline(built_book, rendered
 
 def test_plumbing_is_hidden(rendered):
     chapter = rendered["chapter"]
-    assert SETUP_MARKER not in chapter  # remove-input setup cell
+    before_setup = chapter[:chapter.index(SETUP_MARKER)]  # the setup's code is on the page, collapsed (hide-input)
+    assert "<details" in before_setup[before_setup.rindex("tag_hide-input"):]
     assert "injected-parameters" not in chapter and 'model = "default"' not in visible_text(chapter).replace(
         "&quot;", '"').split("<details", 1)[-1].split("</details>", 1)[-1]  # papermill's cell is gone
     assert "tag_hide-input" in chapter  # the parameters cell is collapsed, not removed
@@ -289,7 +285,7 @@ def test_one_eval_card_per_model_links_its_valid_records(built_book, rendered):
             assert headline.label in card, headline.label
     assert "Completeness: what was not run" in card and "not run: python -m fairnb run --models default --chapters 2" in \
         " ".join(card.split())
-    schema = Draft7Validator(json.loads((Path(fairnb.__file__).parent / "report" / "data" / "eee" /
+    schema = Draft7Validator(json.loads((Path(fairnb.__file__).parent / "comparison" / "data" / "eee" /
                                          "eval.schema.json").read_text()))
     links = re.findall(r'href="(\.\./\.\./_downloads/[^"]+\.json)"', rendered["card"])
     assert len(links) == len(built_book["chapters"])  # one record per chapter run (one preset)

@@ -22,7 +22,7 @@ from fairnb.certification.data import (
     select_pivots,
 )
 from fairnb.contract import shipped_file
-from fairnb.report.display import settings_table
+from fairnb.page import settings_table
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "05_certification.ipynb"
 
@@ -660,7 +660,7 @@ def test_headline_is_the_mean_of_per_set_lower_bounds():
     table = pd.DataFrame({"prefix": "jailbreak", "pivot_set": list("abcd"), "n": n, "unbiased": unbiased,
                           "confidence": 0.95, "low": low, "high": high, "estimate": unbiased / n,
                           "refusal_share": 0.0})
-    rows = cert.tidy_results(table)
+    rows = cert.results_table(table)
     headline = rows.query("level == 'headline'")
     assert headline.value.item() == pytest.approx(np.mean(lows), abs=1e-12)
     items = rows.query("level == 'item' and metric == 'p_unbiased_low'")  # the per-set bounds it averages
@@ -684,7 +684,7 @@ def test_summaries_headline_and_tidy_results():
     assert summary.loc["jailbreak", "pooled_lower"] == pytest.approx(cert.clopper_pearson(11, 20)[0])
     others = table.assign(kind="decodingtrust", pivot_set=["x", "y", "x"])
     ablation = table.assign(parameter="q", parameter_value=[10, 10, 100])
-    tidy = cert.tidy_results(table, coverage=cert.coverage_study([0.5], repetitions=10), ablation=ablation,
+    tidy = cert.results_table(table, coverage=cert.coverage_study([0.5], repetitions=10), ablation=ablation,
                              others=others)
     headline = tidy[tidy.level == "headline"]
     assert headline.metric.tolist() == ["p_unbiased_low"] and headline.group.tolist() == ["jailbreak"]
@@ -934,7 +934,7 @@ def test_notebook_runs_on_tiny_model(preset, tiny_gpt2_path, tmp_path):
     from page_checks import assert_prose_is_glued, written_evidence
 
     glued = assert_prose_is_glued(tmp_path / "out.ipynb")
-    assert float(glued["cert_p_unbiased_low"]) == pytest.approx(headline.value.item())
+    assert float(glued["certification_p_unbiased_low"]) == pytest.approx(headline.value.item())
     evidence = written_evidence(str(model), cert.CHAPTER, preset, None)
     per_set = evidence.groupby("pivot_set")["certified low"].first()
     assert per_set.mean() == pytest.approx(headline.value.item()) and len(evidence) == 3 * 2 * len(per_set)

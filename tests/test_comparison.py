@@ -7,7 +7,7 @@ import pytest
 from scipy.stats import spearmanr
 
 import fairnb
-from fairnb.report import comparison
+from fairnb.comparison import tables as comparison
 from fairnb.results import load_results, read_results, results_file, write_results
 
 OCCUPATIONS = ["nurse", "doctor", "pilot", "teacher", "engineer", "secretary"]

@@ -60,8 +60,20 @@ def test_every_fairnb_module_a_page_imports_is_in_its_rerun_fingerprint():
     imported = set()
     for notebook in NOTEBOOKS_DIR.glob("*.ipynb"):
         text = notebook.read_text()
-        imported |= {m.replace(".", "/") for m in re.findall(r"from fairnb\.([a-z_.]+) import", text) if m != "report"}
-        imported |= {f"report/{m}" for m in re.findall(r"from fairnb\.report import ([a-z_]+)", text)}
+        imported |= {m.replace(".", "/") for m in re.findall(r"from fairnb\.([a-z_.]+) import", text)}
+        imported |= {name.strip() for names in re.findall(r"from fairnb import ([a-z_, ]+)", text)
+                     for name in names.split(",") if name.strip() not in ("load_model", "")}
     covered = {name.removesuffix(".py") for name in SHARED_CODE} | {c.key for c in fairnb.chapters()}
     missing = {m for m in imported if not any(m == c or m.startswith(c + "/") for c in covered)}
     assert not missing, f"not in SHARED_CODE: {sorted(missing)}"
+
+
+def test_no_notebook_imports_the_layer_that_runs_it():
+    """fairnb.report runs the notebooks (chapters and the book's pages); a notebook imports fairnb.page,
+    fairnb.comparison and the method packages, never fairnb.report (that would hide a cycle)."""
+    import re
+
+    pages = [*(ROOT / "notebooks").glob("*.ipynb"), *(ROOT / "book").glob("*.ipynb")]
+    assert len(pages) >= 8
+    for notebook in pages:
+        assert not re.search(r"fairnb\.report|from fairnb import [^\n]*\breport\b", notebook.read_text()), notebook.name

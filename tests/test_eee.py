@@ -17,11 +17,12 @@ from jsonschema import Draft7Validator
 
 import fairnb
 from fairnb import cli
+from fairnb.comparison import records
 from fairnb.report import eee, runner
 from fairnb.report.parameters import parameter_defaults
 from fairnb.results import write_page_outputs
 
-SCHEMAS = Path(fairnb.__file__).parent / "report" / "data" / "eee"
+SCHEMAS = Path(fairnb.__file__).parent / "comparison" / "data" / "eee"
 
 
 def cli_main(*args) -> tuple[int, str, str]:
@@ -142,11 +143,11 @@ def test_imported_records_stand_beside_the_headlines_of_their_model(tmp_path):
     folder.mkdir()
     (folder / "smol.json").write_text(json.dumps(lm_eval_record()))
     (folder / "other.json").write_text(json.dumps(lm_eval_record("org/other-model")))
-    scores = eee.imported_scores([folder])
+    scores = records.imported_scores([folder])
     headline = pd.DataFrame({"model": ["default", "gemma-3-270m"], "number": 3, "label": "UCerF", "preset": "quick",
                              "direction": "higher is fairer", "value": [0.9, 0.8], "ci_low": [0.85, 0.7],
                              "ci_high": [0.95, 0.9]})
-    beside, unmatched = eee.beside_other_evaluations(headline, scores)
+    beside, unmatched = records.beside_other_evaluations(headline, scores)
     assert beside["model"].tolist() == ["default", "default"]  # the embedded default is SmolLM2-135M-Instruct
     assert beside["method"].tolist() == ["fairnb ch. 3 (quick preset)", "lm_eval 0.4.9"]
     assert beside["score [interval]"].tolist() == ["0.9 [0.85, 0.95]", "0.613 ± 0.018 (s.e.)"]

@@ -7,8 +7,7 @@ import pytest
 
 from fairnb import bvf, certification, group_fairness, probing, ucerf
 from fairnb.contract import Chapter
-from fairnb.report.display import headline_values
-from fairnb.report.evidence import evidence_html, show_evidence, shown_rows
+from fairnb.page import evidence_html, headline_values, shown_rows
 from fairnb.results import evidence_file, load_results, write_evidence
 
 DEMO = Chapter(9, "demo", "Demo", "09_demo.ipynb", ())
@@ -51,12 +50,31 @@ def test_evidence_lands_beside_the_results_under_the_same_name_and_stays_out_of_
         write_evidence(frame.iloc[:0], "default", DEMO, root=tmp_path)
 
 
-def test_show_evidence_writes_every_row_and_shows_the_capped_table(tmp_path):
-    frame = pd.DataFrame({"item": [f"i{k}" for k in range(10)], "score": np.arange(10.0)})
-    shown = show_evidence(frame, "default", DEMO, "Items", "score", ascending=True, root=tmp_path, max_rows=4).data
-    assert len(pd.read_parquet(tmp_path / "default" / "evidence" / "demo.parquet")) == 10
-    assert "4 of 10 rows: the 2 at each end by score" in shown and "default/evidence/demo.parquet" in shown
-    assert ">i0<" in shown and ">i9<" in shown and ">i5<" not in shown
+def test_finish_writes_the_run_once_and_shows_the_capped_evidence_and_the_papers_numbers(tmp_path, monkeypatch):
+    from fairnb import page
+    from fairnb.contract import Headline
+    from fairnb.published import COLUMNS, read_run_settings
+    from fairnb.results import read_results
+
+    chapter = Chapter(9, "demo", "Demo", "09_demo.ipynb", (Headline("score", "score", "lower is fairer"),),
+                      presets={"quick": {"limit": 3}, "paper": {"limit": None}})
+    results = pd.DataFrame({"item": ["all", "i0"], "metric": ["score", "score"], "value": [4.5, 0.0],
+                            "level": ["headline", "item"], "ci_low": [4.0, None], "ci_high": [5.0, None]})
+    items = pd.DataFrame({"item": [f"i{k}" for k in range(10)], "score": np.arange(10.0)})
+    shown = []
+    monkeypatch.setattr(page, "display", shown.append)
+    published = pd.DataFrame(columns=list(COLUMNS))
+    page.finish(chapter, "default", "paper", {"limit": 7, "unrelated": 1}, results, items, caption="Items",
+                sort_by="score", ascending=True, root=tmp_path, max_rows=4, published=published)
+    written = read_results(tmp_path)
+    assert written[["item", "metric", "value"]].values.tolist() == [["all", "score", 4.5], ["i0", "score", 0.0]]
+    assert set(written["preset"]) == {"paper"} and set(written["chapter"]) == {"demo"}
+    assert len(pd.read_parquet(tmp_path / "default" / "evidence" / "demo.paper.parquet")) == 10
+    assert read_run_settings(tmp_path) == {("default", "demo.paper"): {"limit": 7}}  # the preset's keys only
+    table, note, beside = (item.data for item in shown)
+    assert "4 of 10 rows: the 2 at each end by score" in table and "default/evidence/demo.paper.parquet" in table
+    assert ">i0<" in table and ">i9<" in table and ">i5<" not in table
+    assert note.startswith("**Beside the paper's numbers.**") and "prints no numbers" in beside
 
 
 def test_the_headline_numbers_are_glued_by_page_and_metric():

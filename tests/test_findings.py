@@ -1,4 +1,4 @@
-"""fairnb.report.findings: paired differences, metric cards and findings from result rows."""
+"""fairnb.comparison.findings: paired differences, metric cards and findings from result rows."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,8 +8,8 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestPower
 
 import fairnb
+from fairnb.comparison.findings import headline_findings, metric_cards, paired_differences
 from fairnb.contract import Chapter, Headline
-from fairnb.report.findings import headline_findings, metric_cards, paired_differences
 
 SHARE = Chapter(9, "demo", "Demo", "09_demo.ipynb",
                 (Headline("f", "female share", "nearer 0.5 is fairer", (0.0, 1.0), items="f_item"),))

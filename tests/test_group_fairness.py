@@ -82,7 +82,7 @@ def test_sampling_and_schema_errors(tmp_path):
 
 def test_paper_sizes_on_the_shipped_schema_report_what_the_run_reached():
     """Issue 23: preset=paper asks for 20 x 100 per dimension; the shipped schema holds 8 x 8, and the run says so."""
-    from fairnb.report.display import settings_table
+    from fairnb.page import settings_table
 
     paper = CHAPTER.settings("paper")
     with pytest.warns(UserWarning, match="Asked for 20 targets × 100 attributes per dimension .20,000 data points over "
@@ -474,9 +474,9 @@ def test_notebook_runs_on_tiny_model(tiny_gpt2_path, tmp_path, preset):
 
     glued = assert_prose_is_glued(tmp_path / "out.ipynb")
     toxicity = headline.set_index("metric").at["toxicity", "value"]
-    assert float(glued["gfl_toxicity"]) == pytest.approx(toxicity) and glued["gfl_per_dimension"] == "2"
+    assert float(glued["group_fairness_toxicity"]) == pytest.approx(toxicity) and glued["group_fairness_per_dimension"] == "2"
     evidence = written_evidence(str(tiny_gpt2_path), CHAPTER, preset, None)
-    assert evidence["toxicity"].mean() == pytest.approx(toxicity) and glued["gfl_answers"] == str(len(evidence))
+    assert evidence["toxicity"].mean() == pytest.approx(toxicity) and glued["group_fairness_answers"] == str(len(evidence))
     assert evidence["toxicity"].is_monotonic_decreasing and evidence["prompt"].str.contains("SENTENCE").all()
     if preset == "paper":  # the page says what it ran: the shipped schema's 8 x 8, not the paper's 20 x 100
         import nbformat

@@ -11,7 +11,7 @@ import seaborn as sns
 from fairnb.plotting import finished, theme, themed
 
 ALL_PLOTS = ["fairnb", *(f"fairnb.{key}.plots" for key in ("bvf", "probing", "ucerf", "group_fairness", "certification",
-                                                             "report"))]
+                                                             "comparison"))]
 
 
 def test_importing_fairnb_and_its_plots_leaves_rcparams_unchanged():

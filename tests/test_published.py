@@ -13,7 +13,7 @@ import pytest
 import fairnb
 from fairnb import published
 from fairnb.bvf import CHAPTER as BVF
-from fairnb.results import read_page_outputs, write_results
+from fairnb.results import write_results, write_settings
 
 REPO = Path(__file__).resolve().parents[1]
 # The papers lie in ../shared/papers beside the main checkout (and two levels up from a worktree).
@@ -73,8 +73,7 @@ def _produced(chapter_key: str) -> set[tuple[str, str]]:
         answers = pd.DataFrame([{"task": task, "dimension": d, "target": t, "attribute": "x", "toxicity": 0.1 * i,
                                  "negative_sentiment": i % 2, "declination": 0}
                                 for task in (gf.MAIN_TASK, "gf_think") for d in gf.DIMENSIONS for i, t in enumerate("ab")])
-        rows = getattr(gf, "results_table", None) or gf.tidy_results  # renamed results_table on the chapter 4 branch
-        rows = rows(answers)
+        rows = gf.results_table(answers)
     elif chapter_key == "ucerf":
         summary = pd.DataFrame([{"task": "intrinsic", "type": t, "metric": m, "value": 0.5, "ci_low": 0.4, "ci_high": 0.6,
                                  "seed_sd": 0.0, "n_pairs": 4} for t in (1, 2) for m in fairnb.ucerf.tables.METRICS])
@@ -86,7 +85,7 @@ def _produced(chapter_key: str) -> set[tuple[str, str]]:
         certificates = pd.DataFrame({"prefix": ["random"], "pivot_set": ["a"], "n": [50], "confidence": [0.95],
                                      "unbiased": [40], "low": [0.6], "high": [0.9], "estimate": [0.8],
                                      "refusal_share": [0.0]})
-        rows = cert.tidy_results(certificates, coverage=cert.coverage_study(n=50, repetitions=20))
+        rows = cert.results_table(certificates, coverage=cert.coverage_study(n=50, repetitions=20))
     return set(zip(rows["item"], rows["metric"]))
 
 
@@ -129,10 +128,15 @@ def test_models_match_by_hub_id_alias_or_a_local_copy_of_the_same_name():
     assert not published.model_matches("gpt2-medium", "gpt2") and not published.model_matches("gpt2", "")
 
 
+def _tiny_rows(model: str, preset: str, value: float = 0.42) -> pd.DataFrame:
+    return pd.DataFrame({"item": ["all", "all", "all"], "metric": ["R", "R_b", "R_v"], "value": [value, 0.4, value - 0.4],
+                         "level": "headline", "ci_low": [value - 0.05, 0.35, np.nan],
+                         "ci_high": [value + 0.05, 0.45, np.nan]}).assign(model=model, chapter=BVF.key, preset=preset)
+
+
 def _tiny_run(root: Path, model: str, preset: str, value: float = 0.42) -> None:
-    rows = pd.DataFrame({"item": ["all", "all", "all"], "metric": ["R", "R_b", "R_v"], "value": [value, 0.4, value - 0.4],
-                         "level": "headline", "ci_low": [value - 0.05, 0.35, np.nan], "ci_high": [value + 0.05, 0.45, np.nan]})
-    write_results(rows, model, BVF, root=root, preset=preset)
+    write_results(_tiny_rows(model, preset, value).drop(columns=["model", "chapter", "preset"]), model, BVF, root=root,
+                  preset=preset)
 
 
 def test_beside_a_comparable_run_the_numbers_get_difference_interval_and_status(tmp_path, tiny_gpt2_path):
@@ -140,26 +144,24 @@ def test_beside_a_comparable_run_the_numbers_get_difference_interval_and_status(
     table = published.load_published(BVF, _fixture(tmp_path / "p.csv", hub_id=model))
     table = pd.concat([table.assign(value=0.45), table.assign(value=0.6), table.assign(metric="R_v", value=0.021)],
                       ignore_index=True)
-    _tiny_run(tmp_path, model, "paper")
-    shown = published.published_beside_run(BVF, model, {"criterion": "official"}, "paper", published=table,
-                                           root=tmp_path).data
+    shown = published.published_beside_run(BVF, model, {"criterion": "official"}, "paper", _tiny_rows(model, "paper"),
+                                           published=table).data
     assert f"Paper 1 prints 3 number(s) for {tiny_gpt2_path.name}: 2 reproduced, 1 differs." in shown
     lines = shown.splitlines()[4:]
     assert lines[0].endswith("| 0.42 [0.37, 0.47] | -0.03 | yes | reproduced |")  # inside the interval
     assert lines[1].endswith("| 0.42 [0.37, 0.47] | -0.18 | no | differs |")
     assert lines[2].endswith("| 0.02 | -0.001 | – | reproduced |")  # no interval: |-0.001| <= 0.01
-    assert read_page_outputs(model, BVF, "paper", tmp_path).settings["criterion"] == "official"
 
 
 def test_a_quick_run_or_another_criterion_is_labelled_not_comparable(tmp_path, tiny_gpt2_path):
     model = str(tiny_gpt2_path)
     table = published.load_published(BVF, _fixture(tmp_path / "p.csv", hub_id=model))
-    _tiny_run(tmp_path, model, "quick")
-    shown = published.published_beside_run(BVF, model, {"criterion": "eq2"}, "quick", published=table, root=tmp_path).data
+    rows = _tiny_rows(model, "quick")
+    shown = published.published_beside_run(BVF, model, {"criterion": "eq2"}, "quick", rows, published=table).data
     assert ("This run is not comparable with them: it used the quick preset, not paper; "
             "criterion is 'eq2', the paper's is 'official'.") in shown
     assert shown.splitlines()[-1].endswith("| not comparable |")
-    nothing = published.published_beside_run(BVF, "default", {}, "quick", published=table, root=tmp_path).data
+    nothing = published.published_beside_run(BVF, "default", {}, "quick", rows, published=table).data
     assert nothing.startswith("Paper 1 prints no number for default (its models: Tiny)")
 
 
@@ -198,7 +200,7 @@ def test_the_reproduction_page_renders_a_tiny_model_beside_its_fixture_row(tmp_p
     model, results = str(tiny_gpt2_path), tmp_path / "results"
     _tiny_run(results, model, "paper")
     _fixture(tmp_path / "bvf.csv", hub_id=model, value=0.45)
-    published.record_settings(BVF, model, {"criterion": "official"}, "paper", ["criterion"], results)
+    write_settings(model, BVF, "paper", {"criterion": "official"}, results)
     page = execute_notebook(REPRODUCTION_NOTEBOOK, tmp_path / "reproduction.ipynb",
                             {"results_dir": str(results), "published_dir": str(tmp_path)})
     html = page.read_text()
@@ -236,20 +238,22 @@ def test_the_reproduction_page_sits_beside_the_comparison_page_in_the_toc(tmp_pa
     assert "[the reproduction page](reproduction.ipynb)" in (runs / "intro.md").read_text()
 
 
-def test_a_notebooks_globals_are_resolved_like_its_settings_and_only_the_asked_keys_recorded(tmp_path):
+def test_a_runs_settings_are_resolved_like_its_chapters_and_only_the_asked_keys_recorded(tmp_path):
     from fairnb.contract import Chapter
 
     chapter = Chapter(9, "demo", "Demo", "09_demo.ipynb", (), presets={"quick": {"criterion": "eq2", "limit": 5},
                                                                      "paper": {"criterion": "official", "limit": None}})
     given = {"criterion": "preset", "limit": 7, "dataset": "/data/WinoBias", "np": np, "unrelated": 1}
-    recorded = published.record_settings(chapter, "tiny", given, "paper", ["dataset"], tmp_path)
+    recorded = published.settings_to_record(chapter, given, "paper", ["dataset"])
     assert recorded == {"criterion": "official", "dataset": "/data/WinoBias", "limit": 7}
+    write_settings("tiny", chapter, "paper", recorded, tmp_path)
     assert published.read_run_settings(tmp_path) == {("tiny", "demo.paper"): recorded}
     with pytest.raises(ValueError, match="a notebook variable named 'criterion' hides the parameter"):
-        published.record_settings(chapter, "tiny", {**given, "criterion": object()}, "paper", [], tmp_path)
+        write_settings("tiny", chapter, "paper", {**recorded, "criterion": object()}, tmp_path)
 
 
 def test_a_paper_without_numbers_says_so(tmp_path):
     empty = published.load_published(fairnb.probing.CHAPTER)
-    shown = published.published_beside_run(fairnb.probing.CHAPTER, "default", {}, "quick", published=empty, root=tmp_path)
+    shown = published.published_beside_run(fairnb.probing.CHAPTER, "default", {}, "quick", _tiny_rows("default", "quick"),
+                                           published=empty)
     assert shown.data == "Paper 2's text prints no numbers (its results are figures): nothing to set beside this run."

@@ -401,6 +401,16 @@ def select_templates(source: pd.DataFrame, first: int | None = None, min_count: 
     return kept
 
 
+def topic_sources(template_files: dict, topics) -> dict[str, list[pd.DataFrame]]:
+    """Every topic's template tables (:func:`template_sources`), by topic.
+
+    Examples:
+        >>> {t: [table.attrs["source"] for table in tables] for t, tables in topic_sources({}, ["race"]).items()}
+        {'race': ['race_templates']}
+    """
+    return {topic: template_sources(template_files, topic) for topic in topics}
+
+
 def page_templates(sources: dict[str, list[pd.DataFrame]], lexicons: dict[str, dict], settings: dict) -> dict[str, pd.DataFrame]:
     """Each topic's scored templates under a run's settings (:func:`select_templates` of its first source):
     ``templates_per_occupation``, ``weights``, ``coverage``, and calculate.py's count thresholds when the

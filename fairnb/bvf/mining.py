@@ -242,3 +242,8 @@ def mine_demo(sentences: list[str], word_files: dict | None = None) -> dict[str,
     words = {topic: load_attribute_words((word_files or {}).get(topic, topic)) for topic in DEMO_LINKS}
     return {topic: mine_templates(sentences, [w for ws in words[topic].values() for w in ws], link=link, nlp=nlp)
             for topic, link in DEMO_LINKS.items()}
+
+
+def mined_examples(mined: dict[str, pd.DataFrame], n: int = 10) -> pd.DataFrame:
+    """The ``n`` most frequent templates :func:`mine_demo` mined per topic, labelled with the parser that read them."""
+    return pd.concat({f"{topic} (parser {table.attrs['parser']})": table.head(n) for topic, table in mined.items()})

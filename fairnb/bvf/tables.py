@@ -21,6 +21,7 @@ from fairnb.bvf.metrics import (
     regress_on_statistic,
     risk_table,
     tolerance_bounds,
+    two_way_risk,
 )
 from fairnb.formatting import number
 
@@ -81,18 +82,18 @@ def _template_words(table: pd.DataFrame | None) -> str:
         f"{n:,} templates of {source}"
 
 
-def run_settings(model: str, settings: Mapping, occupations: Sequence[str],
-                 words: Mapping[str, Mapping[str, Sequence[str]]], templates: Mapping[str, pd.DataFrame],
-                 word_files: Mapping[str, str] | None = None, dtype: object = "—", kind: str = "causal") -> dict:
+def this_run(settings: Mapping, model: str, occupations: Sequence[str],
+             words: Mapping[str, Mapping[str, Sequence[str]]], templates: Mapping[str, pd.DataFrame],
+             word_files: Mapping[str, str] | None = None, dtype: object = "—", kind: str = "causal") -> dict:
     """The run's side of the settings table, in the words of the paper's settings (never fairnb's option names).
 
     ``words`` are the run's lexicons, ``word_files`` the user's word lists (the gender words are
     described from it), ``dtype`` and ``kind`` the model's precision and kind.
 
     Examples:
-        >>> run = run_settings("tiny", {"k": 2.0, "criterion": "eq2", "words": "exact", "templates_per_occupation": None,
-        ...                             "weights": "count"}, ["nurse"], {"gender": {"male": ["he"], "female": ["she"]}},
-        ...                    {"gender": pd.DataFrame({"template": ["a"]})})
+        >>> run = this_run({"k": 2.0, "criterion": "eq2", "words": "exact", "templates_per_occupation": None,
+        ...                 "weights": "count"}, "tiny", ["nurse"], {"gender": {"male": ["he"], "female": ["she"]}},
+        ...                {"gender": pd.DataFrame({"template": ["a"]})})
         >>> run["occupations"], run["gender words"], run["gender templates"], run["race words"], run["weights"]
         (1, 'gender.yaml (Table 6): 39 + 39 words', '1 templates of source', '—', 'by template count (Section 3.2)')
     """
@@ -170,6 +171,42 @@ def pipeline_relation(probs: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
+def risk_intervals(probs: Mapping[str, pd.DataFrame], k: float = np.inf, criterion: str = "eq2",
+                   n_resamples: int = 1000, seed: int = 0) -> dict[str, pd.DataFrame]:
+    """Each topic's interval of R, R^b, R^v over occupations and templates (:func:`fairnb.bvf.metrics.two_way_risk`)."""
+    return {topic: two_way_risk(frame, k=k, criterion=criterion, n_resamples=n_resamples, seed=seed)
+            for topic, frame in probs.items()}
+
+
+def interval_table(intervals: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """The topics' intervals (:func:`risk_intervals`) as one table, indexed by topic and risk.
+
+    Examples:
+        >>> ci = pd.DataFrame({"value": [0.2], "ci_low": [0.1], "ci_high": [0.3]}, index=["R"])
+        >>> interval_table({"gender": ci, "race": ci}).index.tolist()
+        [('gender', 'R'), ('race', 'R')]
+    """
+    return pd.concat(intervals, names=["topic", "risk"])
+
+
+def scaled_totals(totals: pd.DataFrame) -> pd.DataFrame:
+    """:func:`risk_tables`' per-topic totals with R divided by the criterion's maximum J_max, so topics of
+    different sizes share one scale.
+
+    Examples:
+        >>> scaled_totals(pd.DataFrame({"R": [0.5, 2.0], "J_max": [1.0, 4.0]}, index=["gender", "race"]))["R / J_max"].tolist()
+        [0.5, 0.5]
+    """
+    return totals.assign(**{"R / J_max": totals["R"] / totals["J_max"]})
+
+
+def norm_table(probs: Mapping[str, pd.DataFrame], ks: Sequence[float] = (1, 2, np.inf),
+               criterion: str = "eq2") -> pd.DataFrame:
+    """Every topic's R, R^b, R^v under each l^k criterion (:func:`risk_by_norm`), indexed by topic and norm."""
+    return pd.concat({topic: risk_by_norm(frame, ks=ks, criterion=criterion) for topic, frame in probs.items()},
+                     names=["topic", "norm"])
+
+
 def distribution_table(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     """:func:`fairnb.bvf.metrics.distribution_summary` of r^b and r^v for every topic with at least three occupations.
 
@@ -217,16 +254,20 @@ def risk_by_norm(probs: pd.DataFrame, ks: Sequence[float] = (1, 2, np.inf), crit
 
 
 def results_table(tables: Mapping[str, pd.DataFrame], intervals: Mapping[str, pd.DataFrame],
-                  bounds: Mapping[str, Mapping[str, float]] | None = None) -> pd.DataFrame:
-    """The tidy results of a run: ``item, metric, value, level, group, topic, ci_low, ci_high, bound``, and
-    for R, R^b, R^v ``se``, ``n`` (the occupations), ``templates`` and ``template_share``.
+                  bounds: Mapping[str, Mapping[str, float]] | None = None, criterion: str = "eq2",
+                  words: str = "single-token") -> pd.DataFrame:
+    """The tidy results of a run: ``item, metric, value, level, group, topic, ci_low, ci_high, bound``, for
+    R, R^b, R^v ``se``, ``n`` (the occupations), ``templates`` and ``template_share``, and on every row the
+    ``criterion`` and the ``words`` convention of the run.
 
     ``tables[topic]`` is :func:`fairnb.bvf.metrics.risk_table`'s per-group table,
     ``intervals[topic]`` :func:`fairnb.bvf.metrics.two_way_risk`'s frame (the interval over
     occupations and templates, its standard error and the share of its variance that the templates
     bring) and ``bounds[topic]`` the largest change of R, R^b, R^v that a tolerance or a coverage
     below 1 can cause. The gender topic's R, R_b, R_v are the headline rows; other topics' are group
-    rows (group = topic); every occupation gives group rows r, r_b, r_v and p_<category>.
+    rows (group = topic); every occupation gives group rows r, r_b, r_v and p_<category>; the reference
+    models' rows follow (:func:`reference_rows`).
+
 
     Examples:
         >>> table = pd.DataFrame({"group": ["nurse"], "r": [0.5], "r_b": [0.4], "r_v": [0.1], "p_male": [0.3]})
@@ -249,7 +290,7 @@ def results_table(tables: Mapping[str, pd.DataFrame], intervals: Mapping[str, pd
         long = table.melt(id_vars="group", var_name="metric", value_name="value")
         rows.extend({"item": r.group, "metric": r.metric, "value": r.value, "level": "group", "group": r.group,
                      "topic": topic} for r in long.itertuples())
-    return pd.concat([pd.DataFrame(rows), reference_rows()], ignore_index=True)
+    return pd.concat([pd.DataFrame(rows), reference_rows()], ignore_index=True).assign(criterion=criterion, words=words)
 
 
 REFERENCE_TOPICS = {"gender": 2, "race": 5}

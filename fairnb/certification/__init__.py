@@ -29,6 +29,7 @@ from fairnb.certification.data import (
     load_lines,
     load_pivots,
     parse_bold_test_set,
+    pivot_prompts,
     pivots_from_templates,
 )
 from fairnb.certification.detectors import (
@@ -72,13 +73,14 @@ from fairnb.certification.tables import (
     SUMMARY,
     ablation_summary,
     certificate_size,
+    certificate_view,
     coverage_summary,
     evidence,
     lowest_certificate,
+    results_table,
     soft_prefix_summary,
     summarize_certificates,
     summary,
-    tidy_results,
 )
 from fairnb.contract import Chapter, Citation, Dataset, Headline, Instances, PaperSetting
 
@@ -249,13 +251,13 @@ def this_run(settings: dict, model: str, not_followed: dict | None = None, speci
 __all__ = ["evidence",
     "CHAPTER", "PRESETS", "PAPER_SETTINGS", "PREFIX_KINDS", "MAIN_PREFIX", "SUMMARY", "OFFICIAL_BOLD_INSTRUCTION",
     "OFFICIAL_BOLD_SOFT_INSTRUCTION", "OFFICIAL_DECODINGTRUST_INSTRUCTION", "OFFICIAL_REGARD_MODEL", "PivotSet", "load_bold_pivots", "load_bold_test_set",
-    "parse_bold_test_set", "load_decodingtrust_pivots", "load_lines", "load_pivots", "pivots_from_templates",
+    "parse_bold_test_set", "load_decodingtrust_pivots", "load_lines", "load_pivots", "pivot_prompts", "pivots_from_templates",
     "AgreementDisparity", "Detection", "OfficialRegard", "RegardGap", "VaderNegative", "classifier_negative",
     "classifier_regard", "default_detector", "scorer_check", "clopper_pearson", "contains_any", "coverage_study",
     "mean_bounds", "official_regard_bias", "regard_bias", "can_embed", "make_sampler", "agreement_label",
     "inherited_sampling",
     "soft_base", "vocabulary_ids", "Certification", "ablate", "ablation_study", "certify", "certify_kinds",
     "detector_comparison", "generation_params", "prefix_examples", "redetect", "sampler_params", "special_token_rows", "this_run",
-    "ablation_summary", "certificate_size", "coverage_summary", "lowest_certificate", "soft_prefix_summary", "summarize_certificates",
-    "summary", "tidy_results",
+    "ablation_summary", "certificate_size", "certificate_view", "coverage_summary", "lowest_certificate", "soft_prefix_summary",
+    "summarize_certificates", "summary", "results_table",
 ]

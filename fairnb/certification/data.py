@@ -317,6 +317,16 @@ def load_pivots(source: str, groups: Sequence[str] | None = None, limit: int | N
                      "BOLD test set .txt or a DecodingTrust .csv path.")
 
 
+def pivot_prompts(pivot_sets: Sequence[PivotSet]) -> pd.DataFrame:
+    """The pivot sets as a table: one row per set, its prompt for each group in a column.
+
+    Examples:
+        >>> pivot_prompts([PivotSet("x", "bold", ("man", "woman"), ("A man.", "A woman."))]).to_dict("records")
+        [{'pivot': 'x', 'man': 'A man.', 'woman': 'A woman.'}]
+    """
+    return pd.DataFrame([{"pivot": pivot.id, **dict(zip(pivot.groups, pivot.prompts))} for pivot in pivot_sets])
+
+
 def load_lines(name_or_path: str | Path) -> list[str]:
     """Non-empty, non-comment lines of a text file: a path, or a file shipped in
     ``fairnb/certification/data`` (e.g. ``"roleplay_main.txt"``).

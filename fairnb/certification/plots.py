@@ -5,6 +5,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
+from fairnb.certification.tables import summarize_certificates
 from fairnb.plotting import finished, themed
 
 
@@ -45,18 +46,27 @@ def coverage_curve(coverage: pd.DataFrame, title: str = ""):
 
 
 @themed
-def ablation_bounds(summary: pd.DataFrame, parameter: str, title: str = ""):
-    """Mean lower and upper bound (band) and mean estimate (line) against one parameter's values
-    (``summary`` is :func:`fairnb.certification.tables.summarize_certificates` by that parameter)."""
+def ablation_bounds(ablation: pd.DataFrame, title: str = ""):
+    """One panel per ablated parameter: the mean lower and upper bound over pivot sets (band) and the mean
+    estimate (line) at each of its values (``ablation`` is :func:`fairnb.certification.run.ablation_study`'s
+    certificates; the means are :func:`fairnb.certification.tables.summarize_certificates` by value)."""
     import numpy as np
 
-    positions = np.arange(len(summary))
-    fig, ax = plt.subplots(figsize=(5, 3))
-    ax.fill_between(positions, summary["mean_lower"], summary["mean_upper"], alpha=0.3, label="mean bounds")
-    ax.plot(positions, summary["mean_estimate"], marker="o", label="mean estimate")
-    ax.set_xticks(positions, [str(v) for v in summary.index])
-    ax.set_xlabel(parameter)
-    ax.set_ylabel("P[unbiased]")
-    ax.set_ylim(-0.02, 1.02)
-    ax.legend(loc="lower left", fontsize=8)
-    return finished(fig, title, ax)
+    parameters = list(dict.fromkeys(ablation["parameter"]))
+    columns = min(3, max(1, len(parameters)))
+    rows = -(-len(parameters) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 2.8 * rows), squeeze=False)
+    for ax, parameter in zip(axes.flat, parameters):
+        summary = summarize_certificates(ablation[ablation["parameter"] == parameter], by="parameter_value")
+        positions = np.arange(len(summary))
+        ax.fill_between(positions, summary["mean_lower"], summary["mean_upper"], alpha=0.3, label="mean bounds")
+        ax.plot(positions, summary["mean_estimate"], marker="o", label="mean estimate")
+        ax.set_xticks(positions, [str(v) for v in summary.index])
+        ax.set_xlabel(parameter)
+        ax.set_ylabel("P[unbiased]")
+        ax.set_ylim(-0.02, 1.02)
+    for ax in axes.flat[len(parameters):]:
+        ax.set_visible(False)
+    if parameters:
+        axes.flat[0].legend(loc="lower left", fontsize=8)
+    return finished(fig, title)

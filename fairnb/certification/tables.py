@@ -51,6 +51,19 @@ def summarize_certificates(certificates: pd.DataFrame, by: str | list[str] = "pr
                       pooled_upper=pooled_high)
 
 
+def certificate_view(certificates: pd.DataFrame) -> pd.DataFrame:
+    """The columns of a certificate table a reader looks at: prefix kind, pivot set (and its groups, where the
+    pivot sets have more than a pair), draws, unbiased draws, the estimate, the bounds and the refusals.
+
+    Examples:
+        >>> table = pd.DataFrame({c: [0] for c in CERTIFICATE_COLUMNS})
+        >>> certificate_view(table).columns.tolist()
+        ['prefix', 'pivot_set', 'n', 'unbiased', 'estimate', 'low', 'high', 'refusal_share']
+    """
+    groups = ["groups"] if "groups" in certificates else []
+    return certificates[["prefix", "pivot_set", *groups, "n", "unbiased", "estimate", "low", "high", "refusal_share"]]
+
+
 def headline(certificates: pd.DataFrame, main: str = MAIN_PREFIX) -> pd.Series:
     """The summary of the main prefix kind (the first kind certified when ``main`` did not run):
     a row of :func:`summarize_certificates` named after its prefix kind; the headline is its
@@ -59,7 +72,7 @@ def headline(certificates: pd.DataFrame, main: str = MAIN_PREFIX) -> pd.Series:
     return summary.loc[main if main in summary.index else summary.index[0]]
 
 
-def tidy_results(certificates: pd.DataFrame, coverage: pd.DataFrame | None = None,
+def results_table(certificates: pd.DataFrame, coverage: pd.DataFrame | None = None,
                  ablation: pd.DataFrame | None = None, others: pd.DataFrame | None = None,
                  main: str = MAIN_PREFIX) -> pd.DataFrame:
     """Rows for ``write_results``: the headline ``p_unbiased_low`` (mean over pivot sets of the
@@ -76,7 +89,7 @@ def tidy_results(certificates: pd.DataFrame, coverage: pd.DataFrame | None = Non
         >>> table = pd.DataFrame({"prefix": ["soft"], "pivot_set": ["a"], "n": [10], "confidence": [0.95],
         ...                       "unbiased": [4], "low": [0.1], "high": [0.7], "estimate": [0.4],
         ...                       "refusal_share": [0.0]})
-        >>> rows = tidy_results(table)
+        >>> rows = results_table(table)
         >>> rows.loc[rows.level == "headline", ["metric", "group"]].values.tolist()
         [['p_unbiased_low', 'soft']]
     """
@@ -101,7 +114,7 @@ def tidy_results(certificates: pd.DataFrame, coverage: pd.DataFrame | None = Non
     if others is not None:
         require_columns(others, CERTIFICATE_COLUMNS + ("kind",), "certificate table")
         renamed = others.assign(prefix=others.kind + ":" + others.prefix)
-        extra = tidy_results(renamed, main=renamed.prefix.iloc[0])
+        extra = results_table(renamed, main=renamed.prefix.iloc[0])
         parts.append(extra[extra.metric != "p_unbiased_low"])
     if ablation is not None:
         for parameter, rows in ablation.groupby("parameter", sort=False):
@@ -162,10 +175,12 @@ def ablation_summary(ablation: pd.DataFrame, skipped: dict | None = None) -> str
         >>> frame = pd.DataFrame({"parameter": ["q", "q"], "parameter_value": [10, 100], "low": [0.2, 0.5],
         ...     "high": [0.6, 0.9], "estimate": [0.4, 0.7], "refusal_share": [0, 0], "n": [5, 5],
         ...     "unbiased": [2, 4], "confidence": [0.95, 0.95]})
-        >>> ablation_summary(frame)
-        '- **q**: 10: [0.2, 0.6]; 100: [0.5, 0.9]'
+        >>> print(ablation_summary(frame))
+        Mean certified interval over pivot sets at each value:
+        <BLANKLINE>
+        - **q**: 10: [0.2, 0.6]; 100: [0.5, 0.9]
     """
-    lines = []
+    lines = ["Mean certified interval over pivot sets at each value:", ""] if len(ablation) else []
     for parameter, rows in ablation.groupby("parameter", sort=False):
         table = summarize_certificates(rows, by="parameter_value")
         lines.append(f"- **{parameter}**: " + "; ".join(f"{v}: [{number(r.mean_lower)}, {number(r.mean_upper)}]"

@@ -41,14 +41,17 @@ from fairnb.group_fairness.tables import (
                                         MAIN_TASK,
                                         agreement_by_metric,
                                         agreement_table,
+                                        answer_view,
                                         evidence,
                                         gf_think_table,
                                         kruskal_table,
+                                        prose_numbers,
                                         rates_table,
                                         representative_targets,
                                         results_table,
                                         same_points,
                                         summary,
+                                        target_spread,
                                         task_rates,
                                         this_run,
 )
@@ -153,9 +156,9 @@ CHAPTER = Chapter(
 
 
 __all__ = ["evidence", "ALTERNATIVE_TASKS", "BIAS_METRICS", "CHAPTER", "DIMENSIONS", "DataPoints", "MAIN_TASK", "PRESETS",
-           "TASKS", "TASK_PROMPTS", "FAIRNB_PROMPTS", "load_task_prompts", "agreement_by_metric", "agreement_table", "alternative_tasks",
+           "TASKS", "TASK_PROMPTS", "FAIRNB_PROMPTS", "load_task_prompts", "agreement_by_metric", "agreement_table", "answer_view", "target_spread", "alternative_tasks",
            "attributes_by_dimension", "bias_rates", "build_schema", "data_points", "gf_think_comparison",
-           "gf_think_table", "holisticbias_targets", "kruskal_table", "load_schema", "rates_table",
+           "gf_think_table", "holisticbias_targets", "kruskal_table", "load_schema", "prose_numbers", "rates_table",
            "representative_targets", "results_table", "run_tasks", "same_points", "sample_per_dimension",
            "sample_triples", "sbic_attributes", "schema_source", "summary", "target_std", "task_agreement",
            "task_rates", "this_run"]

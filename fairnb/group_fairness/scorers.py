@@ -10,7 +10,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from fairnb.text_scorers import VADER_NEGATIVE, HFClassifierScorer, RefusalDetector, TextScorer, VaderSentiment
+from fairnb.text_scorers import (
+    VADER_NEGATIVE,
+    HFClassifierScorer,
+    RefusalDetector,
+    TextScorer,
+    VaderSentiment,
+    scorer_agreement,
+    validation_sentences,
+)
 
 
 class ProfanityToxicity:
@@ -67,3 +75,11 @@ def group_fairness_scorers(toxicity: str = "profanity-check", sentiment: str = "
     sentiment_scorer = (NegativeSentiment() if sentiment == "vader" else HFClassifierScorer(
         sentiment, "negative", name="negative_sentiment", device=device, argmax=True))
     return {"toxicity": toxicity_scorer, "negative_sentiment": sentiment_scorer, "declination": RefusalDetector()}
+
+
+def scorer_agreements(scorers: dict[str, TextScorer]) -> dict[str, dict[str, float]]:
+    """How far the toxicity and sentiment scorers agree with people on fairnb's labelled sentences
+    (:func:`fairnb.text_scorers.scorer_agreement`), by measure."""
+    labelled = validation_sentences()
+    return {"toxicity": scorer_agreement(scorers["toxicity"], labelled, "toxic"),
+            "negative_sentiment": scorer_agreement(scorers["negative_sentiment"], labelled, "negative")}

@@ -48,6 +48,26 @@ def rates_table(answers: pd.DataFrame, metrics: Sequence[str] = gf.BIAS_METRICS)
     return table.rename(index=METRIC_LABELS)
 
 
+def answer_view(answers: pd.DataFrame) -> pd.DataFrame:
+    """The columns of the answers a reader looks at first: the data point, the answer, whether a sentence
+    could be parsed from it, and its scores.
+
+    Examples:
+        >>> answers = pd.DataFrame({"dimension": ["AG"], "target": ["young"], "attribute": ["lazy"], "output": ["x"],
+        ...                         "sentence": [None], "toxicity": [0.1], "negative_sentiment": [0.0], "declination": [1.0]})
+        >>> answer_view(answers)["parsed"].tolist()
+        [False]
+    """
+    return answers.assign(parsed=answers["sentence"].notna())[
+        ["dimension", "target", "attribute", "output", "parsed", *gf.BIAS_METRICS]]
+
+
+def target_spread(answers: pd.DataFrame, metrics: Sequence[str] = gf.BIAS_METRICS) -> pd.DataFrame:
+    """Per dimension (rows) and measure (columns), the spread of the per-target means (paper Fig. 4,
+    :func:`fairnb.group_fairness.metrics.target_std`)."""
+    return pd.concat([gf.target_std(answers, metric) for metric in metrics], axis=1, keys=list(metrics))
+
+
 def agreement_table(agreements: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
     """Scorer agreement with the labelled sentences, one row per scorer (for display)."""
     table = pd.DataFrame(agreements).T[["accuracy", "neutral_false_positive_rate", "n", "n_neutral"]]
@@ -240,6 +260,26 @@ def summary(model: str, answers: pd.DataFrame, alpha: float = 0.05, main_task: s
                      f"flags {numbers['neutral_false_positive_rate']:.0%} of the neutral ones that merely name a group, "
                      f"so read its numbers with that error in mind.")
     return "\n\n".join(lines)
+
+
+def prose_numbers(answers: pd.DataFrame, points, settings: Mapping) -> dict:
+    """The sizes the page's prose quotes about its run: answers, dimensions, the smallest dimension's answers,
+    the targets and attributes reached (``points``: :class:`fairnb.group_fairness.data.DataPoints`), tokens,
+    and the data points of the alternative tasks and of GF-Think per dimension (``settings``).
+
+    Examples:
+        >>> answers = pd.DataFrame({"dimension": ["AG", "AG", "SO"]})
+        >>> class Points:
+        ...     def reached(self): return {"targets_per_dimension": 2, "attributes_per_dimension": "1-2"}
+        >>> prose_numbers(answers, Points(), {"max_new_tokens": 32, "alternative_tasks_per_dimension": 2,
+        ...                                   "gf_think_per_dimension": None})["per_dimension"]
+        1
+    """
+    reached = points.reached()
+    return {"answers": len(answers), "tokens": settings["max_new_tokens"],
+            "per_dimension": int(answers.groupby("dimension").size().min()), "dimensions": answers["dimension"].nunique(),
+            "targets": reached["targets_per_dimension"], "attributes": reached["attributes_per_dimension"],
+            "alternative": settings["alternative_tasks_per_dimension"], "gf_think": settings["gf_think_per_dimension"]}
 
 
 def representative_targets(answers: pd.DataFrame, metric: str = "toxicity") -> list[str]:

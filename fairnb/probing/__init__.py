@@ -30,9 +30,11 @@ from fairnb.probing.run import (
                                  FRAMES,
                                  INSTRUCTION,
                                  build_probes,
+                                 decoding_settings,
                                  framed_inputs,
                                  producible_pairs,
                                  resolve_frame,
+                                 runnable_strategies,
                                  score_probes,
                                  score_words,
 )
@@ -44,8 +46,10 @@ from fairnb.probing.tables import (
                                  evidence,
                                  generated_count,
                                  headline_table,
+                                 label_table,
                                  most_least_biased,
                                  results_table,
+                                 scored_view,
                                  strategy_table,
                                  summary,
                                  this_run,
@@ -131,7 +135,7 @@ CHAPTER = Chapter(
 
 
 __all__ = ["evidence", "CASES", "CHAPTER", "CHAT_INSTRUCTION", "FRAMES", "INSTRUCTION", "LABELS", "PRESETS", "PROBE_COLUMNS",
-           "STRATEGIES", "STS_B_COLUMNS", "WORDINGS", "attribute_shares", "attribute_words", "build_probes",
+           "STRATEGIES", "STS_B_COLUMNS", "WORDINGS", "attribute_shares", "attribute_words", "build_probes", "decoding_settings", "label_table", "runnable_strategies", "scored_view",
            "case_examples", "case_split", "case_table", "cooccurrence_ratio", "framed_inputs",
            "gender_attribute_label", "generated_count", "headline_table", "jsd", "most_least_biased", "natural_probe_filter",
            "naturally_sourced_probes", "producible_pairs", "read_sts_b", "resolve_frame", "results_table",

@@ -128,6 +128,22 @@ def self_prompting_probes(lm: LanguageModel, n: int = 200, seed_statement: str =
     return _table("llm-generated", ["llm-generated"] * len(kept), kept, kept)
 
 
+def runnable_strategies(lm: LanguageModel, strategies: Sequence[str]) -> list[str]:
+    """The probing strategies a model can run: a masked LM can neither write statements nor continue a probe,
+    so it runs without the llm-generated one."""
+    return [s for s in strategies if lm.kind == "causal" or s != "llm-generated"]
+
+
+def decoding_settings(settings: dict) -> dict:
+    """The decoding part of a run's settings: ``max_new_tokens``, ``temperature``, ``top_p``, ``seed``.
+
+    Examples:
+        >>> decoding_settings({"max_new_tokens": 32, "temperature": 0.6, "top_p": 0.9, "seed": 0, "limit": 8})
+        {'max_new_tokens': 32, 'temperature': 0.6, 'top_p': 0.9, 'seed': 0}
+    """
+    return {key: settings[key] for key in ("max_new_tokens", "temperature", "top_p", "seed")}
+
+
 def build_probes(strategies: Sequence[str] = STRATEGIES, lm: LanguageModel | None = None,
                  limit: int | None = None, n_generated: int = 200, sts_b_path=None,
                  seed: int = 0, chat: bool | None = None, wording: str = "paper") -> pd.DataFrame:

@@ -68,6 +68,28 @@ def strategy_table(scored: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("strategy")
 
 
+def scored_view(scored: pd.DataFrame) -> pd.DataFrame:
+    """The columns of the scored probes a reader looks at first: strategy, probe, the continuation and its label
+    where the model generated one, r^f and the JSD.
+
+    Examples:
+        >>> scored_view(pd.DataFrame({"strategy": ["a"], "sentence": ["s"], "r_f": [0.5], "jsd": [0.0], "x": [1]})).columns.tolist()
+        ['strategy', 'sentence', 'r_f', 'jsd']
+    """
+    generated = ["continuation", "label"] if "label" in scored else []
+    return scored[["strategy", "sentence", *generated, "r_f", "jsd"]]
+
+
+def label_table(scored: pd.DataFrame) -> pd.DataFrame:
+    """Continuations per strategy (rows) and gender-attribute label (columns), with totals.
+
+    Examples:
+        >>> label_table(pd.DataFrame({"strategy": ["a", "a", "b"], "label": ["male", "neutral", "male"]})).loc["total"].tolist()
+        [2, 1, 3]
+    """
+    return pd.crosstab(scored["strategy"], scored["label"], margins=True, margins_name="total")
+
+
 def case_split(scored: pd.DataFrame, lean: float = 0.1) -> pd.Series:
     """Each probe's case of Fig. 4: is gender in the generated text, in the logits, in both or neither?
 

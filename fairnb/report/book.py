@@ -18,10 +18,10 @@ from pathlib import Path
 import yaml
 
 import fairnb
+from fairnb.comparison import headline_findings
 from fairnb.models.cache import atomic_write_text
 from fairnb.models.names import model_label
 from fairnb.report import cards, eee
-from fairnb.report.findings import headline_findings
 from fairnb.report.runner import GETTING_STARTED, REPO_ROOT, execute_notebook, failed_path, failure_reason, read_record
 from fairnb.results import load_results, read_results, results_root
 

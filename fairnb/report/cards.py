@@ -15,12 +15,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import fairnb
+from fairnb.comparison.findings import ideal_value
 from fairnb.contract import Chapter, Headline
 from fairnb.formatting import number
 from fairnb.models.capabilities import missing_for
 from fairnb.models.names import model_slug
 from fairnb.report.eee import Exported, FinishedRun, model_info, rerun_command, sha256_text, source_data
-from fairnb.report.findings import ideal_value
 from fairnb.report.runner import failed_path
 
 CARDS_FOLDER = "cards"

@@ -1,10 +1,10 @@
-"""Results that travel: fairnb's runs as Every Eval Ever records, and other evaluations' records read back.
+"""Results that travel: fairnb's runs as Every Eval Ever records (other evaluations' records are read by :mod:`fairnb.comparison.records`).
 
 `Every Eval Ever <https://github.com/evaleval/every_eval_ever>`_ (EEE) is the field's shared format for
 evaluation results; its converters turn lm-evaluation-harness, HELM and Inspect logs into it. fairnb
 writes one **aggregate record** per finished run (model, chapter, preset), valid against the schema the
 ``every-eval-ever`` package ships (``eval.schema.json`` and ``instance_level_eval.schema.json`` 0.3.0,
-copied into ``fairnb/report/data/eee`` with the package's MIT licence: the package itself needs
+copied into ``fairnb/comparison/data/eee`` (read by :mod:`fairnb.comparison.records`) with the package's MIT licence: the package itself needs
 Python 3.12 and a hub client fairnb's ``transformers`` cannot share, so fairnb validates with
 ``jsonschema`` against the copies), and beside it the **instance-level file**, one line per item of the
 run's evidence. Files lie as the EEE datastore lays them out:
@@ -42,10 +42,9 @@ import json
 import math
 import shutil
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -53,17 +52,16 @@ import pandas as pd
 import yaml
 
 import fairnb
-from fairnb.contract import Chapter, Dataset, Headline, shipped_file
+from fairnb.comparison.records import SCHEMA_VERSION, check_instance, check_record, finite, model_id, read_eee_record, split_model
+from fairnb.contract import Chapter, Dataset, Headline
 from fairnb.models.cache import atomic_write_text
-from fairnb.models.names import EMBEDDED_SOURCES, model_label, model_slug, split_variant
+from fairnb.models.names import EMBEDDED_SOURCES, model_label, model_slug
 from fairnb.models.served_spec import is_served, parse_spec
-from fairnb.published import canonical, model_matches
-from fairnb.report.display import RUN_CARD_MIME, SETTINGS_MIME
+from fairnb.page import RUN_CARD_MIME, SETTINGS_MIME
 from fairnb.report.parameters import parameter_defaults
 from fairnb.report.runner import NOTEBOOKS_DIR, read_record
 from fairnb.results import file_preset, read_page_outputs, read_results_file, results_root
 
-SCHEMA_VERSION = "0.3.0"
 CANONICALIZATION = ("fairnb-1: UTF-8 JSON, keys sorted, separators ',' ':', ASCII escapes; without evaluation_id, "
                     "retrieved_timestamp and dedupe_identity.content_hash")
 RELATIONSHIPS = ("first_party", "third_party", "collaborative", "other")
@@ -217,38 +215,11 @@ def content_hash(record: Mapping[str, Any]) -> str:
 
 # --- the model ---------------------------------------------------------------------------------------
 
-def model_id(model: str) -> str:
-    """A model's id in the hub's ``org/name`` form: an embedded model's source, a hub id, a served model's
-    name, ``local/<name>`` for a local file or folder; a fine-tuned variant keeps its ``+variant``.
-
-    Examples:
-        >>> model_id("default"), model_id("gpt2"), model_id("/m/tiny.gguf"), model_id("gemma-3-270m+stereotyped")
-        ('HuggingFaceTB/SmolLM2-135M-Instruct', 'gpt2', 'local/tiny', 'google/gemma-3-270m+stereotyped')
-    """
-    base, variant = _split(model)
-    if variant:
-        return f"{model_id(base)}+{variant}"
-    if model in EMBEDDED_SOURCES:
-        return EMBEDDED_SOURCES[model][0]
-    if is_served(model):
-        return parse_spec(model).model
-    if Path(model).is_absolute() or Path(model).suffix == ".gguf":
-        return f"local/{model_label(model)}"
-    return model
-
-
-def _split(model: str) -> tuple[str, str | None]:
-    try:
-        return split_variant(model)
-    except ValueError:  # a served model's spec may hold a '+'
-        return model, None
-
-
 def model_info(run: FinishedRun) -> dict:
     """The record's ``model_info``: the model's id, where it ran, and in what form its weights were."""
     ident = model_id(run.model)
     served = is_served(run.model)
-    base = _split(run.model)[0]
+    base = split_model(run.model)[0]
     details = {"deployment_type": "unknown" if served else "self_deployed",
                "model_availability": "unknown" if served else "open_weights", "fairnb_model": run.label}
     if base in EMBEDDED_SOURCES:
@@ -341,17 +312,9 @@ def metric_config(chapter: Chapter, headline: Headline) -> dict:
     return {**config, "additional_details": details}
 
 
-def _finite(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
 def _sample_count(run: FinishedRun, row: pd.Series, headline: Headline) -> int | None:
     for column in ("n", "n_pairs"):
-        if column in row.index and _finite(row[column]) is not None:
+        if column in row.index and finite(row[column]) is not None:
             return int(row[column])
     if headline.items:
         items = run.rows[(run.rows["metric"] == headline.items) & (run.rows["level"] != "headline")]
@@ -363,7 +326,7 @@ def _sample_count(run: FinishedRun, row: pd.Series, headline: Headline) -> int |
 
 def score_details(run: FinishedRun, headline: Headline, row: pd.Series) -> dict:
     """The headline's value (its distance to 0.5 where nearer 0.5 is fairer) and its interval as uncertainty."""
-    value, low, high = float(row["value"]), _finite(row.get("ci_low")), _finite(row.get("ci_high"))
+    value, low, high = float(row["value"]), finite(row.get("ci_low")), finite(row.get("ci_high"))
     details = {"headline_value": repr(value)}
     if headline.direction == "nearer 0.5 is fairer":
         score = abs(value - 0.5)
@@ -375,7 +338,7 @@ def score_details(run: FinishedRun, headline: Headline, row: pd.Series) -> dict:
     uncertainty: dict[str, Any] = {}
     resamples = run.setting("n_resamples")
     if low is not None and high is not None:
-        confidence = _finite(row.get("confidence")) or 0.95
+        confidence = finite(row.get("confidence")) or 0.95
         method = headline.interval or "the chapter's interval"
         bootstrapped = isinstance(resamples, int) and not isinstance(resamples, bool)
         if bootstrapped:
@@ -415,7 +378,7 @@ def generation_config(run: FinishedRun) -> dict:
     details = {}
     if "generate" in run.chapter.needs:
         for key, name in (("temperature", "temperature"), ("top_p", "top_p"), ("top_k", "top_k")):
-            value = _finite(run.setting(key))
+            value = finite(run.setting(key))
             if value is not None:
                 args[name] = value
         tokens = run.setting("max_new_tokens")
@@ -454,7 +417,7 @@ def instance_lines(run: FinishedRun, evaluation_id: str, ident: str) -> tuple[li
                          f"chapter {run.chapter.number}'s contract (instances) names; its columns are {list(frame.columns)}.")
     lines, skipped = [], 0
     for number, row in enumerate(frame.to_dict("records"), start=1):
-        score = _finite(row.get(spec.score))
+        score = finite(row.get(spec.score))
         if score is None:
             skipped += 1
             continue
@@ -545,7 +508,7 @@ def export_run(run: FinishedRun, organization: str = "fairnb", relationship: str
     headline_rows = run.rows[run.rows["level"] == "headline"]
     for headline in run.chapter.headlines:
         rows = headline_rows[headline_rows["metric"] == headline.name]
-        if rows.empty or _finite(rows["value"].iloc[0]) is None:
+        if rows.empty or finite(rows["value"].iloc[0]) is None:
             continue
         results.append({"evaluation_result_id": f"{run.chapter.key}.{headline.name}",
                         "evaluation_name": f"{collection} ({run.preset} preset)",
@@ -615,55 +578,6 @@ def export_runs(runs: Iterable[FinishedRun], out: str | Path, organization: str 
 
 # --- validation ---------------------------------------------------------------------------------------
 
-@cache
-def schema(name: str) -> dict:
-    """One of the EEE schemas fairnb ships (``eval.schema.json``, ``instance_level_eval.schema.json``)."""
-    return json.loads(shipped_file("report", f"eee/{name}").read_text(encoding="utf-8"))
-
-
-@cache
-def _validator(name: str):
-    from jsonschema import Draft7Validator
-
-    return Draft7Validator(schema(name))
-
-
-def schema_problem(value: Any, name: str = "eval.schema.json") -> str:
-    """What keeps ``value`` from validating against an EEE schema, in a phrase ("" when it validates).
-
-    Examples:
-        >>> schema_problem({"schema_version": "0.3.0"})[:60]
-        "it lacks 'evaluation_id', 'retrieved_timestamp', 'source_met"
-    """
-    from jsonschema.exceptions import best_match
-
-    errors = list(_validator(name).iter_errors(value))
-    if not errors:
-        return ""
-    missing = [e.message.split("'")[1] for e in errors if e.validator == "required" and not e.absolute_path]
-    if missing:
-        return "it lacks " + ", ".join(f"'{m}'" for m in missing)
-    error = best_match(errors)
-    where = "/".join(str(p) for p in error.absolute_path) or "the top level"
-    return f"at {where}: {error.message[:200]}"
-
-
-def check_record(record: Any, what: str) -> None:
-    """One sentence when ``record`` is not a valid EEE aggregate record (``what`` names it)."""
-    problem = schema_problem(record, "eval.schema.json")
-    if problem:
-        raise ValueError(f"{what[:1].upper()}{what[1:]} is not a valid Every Eval Ever record "
-                         f"(eval.schema.json {SCHEMA_VERSION}): {problem}.")
-
-
-def check_instance(line: Any, what: str) -> None:
-    """One sentence when ``line`` is not a valid EEE instance-level record."""
-    problem = schema_problem(line, "instance_level_eval.schema.json")
-    if problem:
-        raise ValueError(f"{what[:1].upper()}{what[1:]} is not a valid Every Eval Ever instance "
-                         f"(instance_level_eval.schema.json {SCHEMA_VERSION}): {problem}.")
-
-
 def check_export(folder: str | Path, record_path: str) -> None:
     """One sentence when a written record in ``folder`` or its instance file does not hold together: the record
     against the schema, the instance file's SHA-256, rows, evaluation and model ids, each line against its schema."""
@@ -685,143 +599,3 @@ def check_export(folder: str | Path, record_path: str) -> None:
         check_instance(line, f"line {number} of {expected}")
         if line["evaluation_id"] != record["evaluation_id"] or line["model_id"] != record["model_info"]["id"]:
             raise ValueError(f"Line {number} of {expected} names another evaluation or model than its record.")
-
-
-# --- reading other evaluations' records ----------------------------------------------------------------
-
-def read_eee_record(path: str | Path) -> dict:
-    """An EEE aggregate record read from ``path``; one sentence when the file is not one."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise ValueError(f"The file {path} cannot be read as an Every Eval Ever record "
-                         f"({getattr(error, 'strerror', None) or error}).") from None
-    try:
-        value = json.loads(text)
-    except ValueError as error:
-        raise ValueError(f"The file {path} is not JSON ({str(error).split(':')[0]}), so not an Every Eval Ever "
-                         "record.") from None
-    if not isinstance(value, dict):
-        raise ValueError(f"The file {path} holds a JSON {type(value).__name__}, not an Every Eval Ever record "
-                         "(a JSON object).")
-    check_record(value, f"the file {path}")
-    return value
-
-
-def record_files(paths: Sequence[str | Path]) -> list[Path]:
-    """The record files named: each file as given, each folder's ``*.json`` files (recursively), sorted."""
-    files: list[Path] = []
-    for given in paths:
-        path = Path(given)
-        if path.is_dir():
-            files += sorted(p for p in path.rglob("*.json") if p.is_file())
-        elif path.exists():
-            files.append(path)
-        else:
-            raise ValueError(f"The Every Eval Ever record {path} does not exist.")
-    return list(dict.fromkeys(files))
-
-
-IMPORTED_COLUMNS = ["model id", "model", "method", "evaluation", "metric", "score", "ci_low", "ci_high",
-                    "standard_error", "lower_is_better", "source", "record"]
-
-
-def imported_scores(paths: Sequence[str | Path]) -> pd.DataFrame:
-    """One row per evaluation result of the EEE records at ``paths`` (files or folders); a file that is not
-    an EEE record is one sentence."""
-    rows = []
-    for path in record_files(paths):
-        record = read_eee_record(path)
-        library = record["eval_library"]
-        source = record["source_metadata"]
-        for result in record["evaluation_results"]:
-            uncertainty = result["score_details"].get("uncertainty") or {}
-            interval = uncertainty.get("confidence_interval") or {}
-            metric = result["metric_config"]
-            rows.append({"model id": record["model_info"]["id"], "model": record["model_info"]["name"],
-                         "method": f"{library['name']} {library['version']}".strip(),
-                         "evaluation": result["evaluation_name"],
-                         "metric": metric.get("metric_name") or metric.get("metric_id") or "score",
-                         "score": float(result["score_details"]["score"]),
-                         "ci_low": _finite(interval.get("lower")), "ci_high": _finite(interval.get("upper")),
-                         "standard_error": _finite((uncertainty.get("standard_error") or {}).get("value")),
-                         "lower_is_better": bool(metric["lower_is_better"]),
-                         "source": f"{source.get('source_name') or source['source_organization_name']} "
-                                   f"({source['evaluator_relationship'].replace('_', ' ')})",
-                         "record": path.name})
-    return pd.DataFrame(rows, columns=IMPORTED_COLUMNS)
-
-
-def fairnb_model_for(imported_id: str, models: Iterable[str]) -> str | None:
-    """The fairnb model (by its label) that an imported record's model id names, if any.
-
-    Examples:
-        >>> fairnb_model_for("HuggingFaceTB/SmolLM2-135M-Instruct", ["gemma-3-270m", "default"])
-        'default'
-        >>> fairnb_model_for("openai-community/gpt2", ["gpt2"]), fairnb_model_for("org/other", ["default"])
-        ('gpt2', None)
-        >>> fairnb_model_for("local/tiny-gpt2", ["tiny-gpt2"])
-        'tiny-gpt2'
-    """
-    for model in models:
-        ident = model_id(model)
-        named_like = model.lower() == imported_id.rsplit("/", 1)[-1].lower()  # a local copy, named by its label
-        if canonical(ident) == canonical(imported_id) or model_matches(model, imported_id) or named_like:
-            return model
-    return None
-
-
-BESIDE_COLUMNS = ["model", "method", "what", "score [interval]", "better", "source"]
-
-
-def _score_cell(score: float, low: float | None, high: float | None, stderr: float | None = None) -> str:
-    from fairnb.formatting import number
-
-    text = number(score, 3)
-    if low is not None and high is not None:
-        return f"{text} [{number(low, 3)}, {number(high, 3)}]"
-    return f"{text} ± {number(stderr, 2)} (s.e.)" if stderr is not None else text
-
-
-def beside_other_evaluations(headline: pd.DataFrame, imported: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """For each model with both, fairnb's headlines (rows of :func:`fairnb.report.comparison.headline_table`)
-    followed by the imported records' scores; and the imported model ids that match no fairnb model.
-
-    Examples:
-        >>> h = pd.DataFrame({"model": ["default"], "chapter": ["ucerf"], "number": [3], "label": ["UCerF"],
-        ...                   "direction": ["higher is fairer"], "preset": ["quick"], "value": [0.9], "ci_low": [0.8],
-        ...                   "ci_high": [1.0]})
-        >>> i = pd.DataFrame([{"model id": "HuggingFaceTB/SmolLM2-135M-Instruct", "model": "SmolLM2", "method": "lm_eval 0.4.9",
-        ...                    "evaluation": "winogender_all", "metric": "acc", "score": 0.61, "ci_low": None, "ci_high": None,
-        ...                    "standard_error": 0.02, "lower_is_better": False, "source": "lm-evaluation-harness (first party)",
-        ...                    "record": "r.json"}])
-        >>> table, unmatched = beside_other_evaluations(h, i)
-        >>> table[["method", "what", "score [interval]", "better"]].values.tolist()
-        [['fairnb ch. 3 (quick preset)', 'UCerF', '0.9 [0.8, 1]', 'higher is fairer'], ['lm_eval 0.4.9', 'winogender_all · acc', '0.61 ± 0.02 (s.e.)', 'higher']]
-    """
-    models = list(dict.fromkeys(headline["model"]))
-    matched = imported.assign(fairnb=[fairnb_model_for(ident, models) for ident in imported["model id"]])
-    rows = []
-    for model in models:
-        others = matched[matched["fairnb"] == model]
-        if others.empty:
-            continue
-        for row in headline[headline["model"] == model].itertuples():
-            low, high = _finite(row.ci_low), _finite(row.ci_high)
-            rows.append([model, f"fairnb ch. {row.number} ({row.preset} preset)", row.label,
-                         _score_cell(float(row.value), low, high), row.direction, "this book"])
-        for row in others.itertuples():
-            rows.append([model, row.method, f"{row.evaluation} · {row.metric}",
-                         _score_cell(row.score, _finite(row.ci_low), _finite(row.ci_high), _finite(row.standard_error)),
-                         "lower" if row.lower_is_better else "higher", f"{row.source}, {row.record}"])
-    unmatched = sorted(set(matched.loc[matched["fairnb"].isna(), "model id"]))
-    return pd.DataFrame(rows, columns=BESIDE_COLUMNS), unmatched
-
-
-OTHER_METHODS_NOTE = (
-    "**These are other methods.** Each row below the model's fairnb headlines comes from an Every Eval Ever record "
-    "of another evaluation of the same model (converted from lm-evaluation-harness, HELM or Inspect, or written by "
-    "another tool): other data, other metrics, other code, often another copy of the weights. They stand beside "
-    "fairnb's numbers so that a model's whole record is in one place; no number here is compared with another, "
-    "ranked, or averaged across methods, and a high accuracy on a bias benchmark is not a fairness score.")

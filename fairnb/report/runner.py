@@ -47,8 +47,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 PACKAGE_ROOT = REPO_ROOT / "fairnb"
 # What every chapter runs on besides its own package: a change in any of these can change a number.
 SHARED_CODE = ("__init__.py", "contract.py", "models", "data", "stats.py", "results.py", "text_scorers.py",
-               "formatting.py", "plotting.py", "published.py", "report/display.py", "report/evidence.py",
-               "report/plots.py")  # everything a chapter page imports besides its own package
+               "formatting.py", "plotting.py", "published.py", "page.py")  # everything a chapter page imports besides its own package
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 GETTING_STARTED = (0, "Quickstart", "00_quickstart.ipynb")
 HEADING = re.compile(r"^\s{0,3}#{1,6}\s+\S")
@@ -321,7 +320,11 @@ def model_argument(name: str) -> str:
 
 
 def model_fingerprint(model: str) -> str:
-    """What identifies a model's files without loading it: name, or the local files' sizes and times."""
+    """What identifies a model's files without loading it: name, or the local files' sizes and times.
+
+    The change time counts too: a copy can keep a file's size and modification time (``cp -p``,
+    ``rsync -a``, an unpacked archive), never its change time.
+    """
     base, variant = split_variant(model)
     if variant:
         return f"{model_fingerprint(base)}+{variant}"
@@ -329,7 +332,7 @@ def model_fingerprint(model: str) -> str:
     if model in EMBEDDED_MODELS or not path.exists():
         return model
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    return cache_key([(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files])[:16]
+    return cache_key([(str(p), p.stat().st_size, p.stat().st_mtime_ns, p.stat().st_ctime_ns) for p in files])[:16]
 
 
 def model_capabilities(model: str) -> set[str]:

@@ -41,12 +41,13 @@ from fairnb.ucerf.metrics import (
                                tpr_difference,
                                ucerf,
 )
-from fairnb.ucerf.run import TASKS, score_coref, score_seeds, seed_pairs
+from fairnb.ucerf.run import TASKS, pairs_per_seed, score_coref, score_seeds, seed_pairs
 from fairnb.ucerf.tables import (
                                EQUALIZED_ODDS,
                                case_study_tables,
                                display_summary,
                                evidence,
+                               headline_occupations,
                                letter_shares,
                                model_ranking,
                                occupation_table,
@@ -132,7 +133,7 @@ __all__ = ["evidence",
     "mcq_options", "mcq_prompts", "occupation_pair_counts", "splits_read", "toy_scenarios", "winobias_splits",
     "coref_decisions", "desirability", "equalized_odds", "equalized_odds_sum", "groupwise_ucerf", "tpr_difference",
     "normalized_certainty", "pair_metrics", "pair_ucerf", "perplexity", "rates_by_group", "ucerf",
-    "score_coref", "score_seeds", "seed_pairs",
-    "case_study_tables", "display_summary", "letter_shares", "model_ranking", "occupation_table", "pair_table",
+    "pairs_per_seed", "score_coref", "score_seeds", "seed_pairs",
+    "case_study_tables", "display_summary", "headline_occupations", "letter_shares", "model_ranking", "occupation_table", "pair_table",
     "per_seed_table", "rank_agreement", "results_table", "summary", "summary_table", "this_run", "toy_table",
 ]

@@ -6,6 +6,7 @@ import pandas as pd
 import seaborn as sns
 
 from fairnb.plotting import finished, themed
+from fairnb.ucerf.tables import pair_table
 
 
 @themed
@@ -30,20 +31,21 @@ def occupation_fairness(table: pd.DataFrame, title: str = ""):
 
 
 @themed
-def desirability_histograms(scored: pd.DataFrame, pairs: pd.DataFrame, title: str = ""):
-    """UCerF paper Fig. 8: D of pro vs anti sentences and per-pair U(x), one row per type.
+def desirability_histograms(scored: pd.DataFrame, title: str = ""):
+    """UCerF paper Fig. 8: D of pro vs anti sentences and per-pair U(x), one row per task and type.
 
-    ``scored`` is :func:`fairnb.ucerf.run.score_coref`'s output and ``pairs`` its
-    :func:`fairnb.ucerf.tables.pair_table`, both for one task.
+    ``scored`` is :func:`fairnb.ucerf.run.score_seeds`' output (every task it ran).
     """
-    types = sorted(scored["type"].unique())
-    fig, axes = plt.subplots(len(types), 2, figsize=(10, 3.0 * len(types)), squeeze=False)
-    for (d_ax, u_ax), t in zip(axes, types):
-        sns.histplot(data=scored[scored["type"] == t], x="desirability", hue="stereotype", hue_order=["pro", "anti"],
-                     bins=20, binrange=(-1, 1), element="step", ax=d_ax)
-        d_ax.set_title(f"type {t}: desirability D")
-        sns.histplot(data=pairs[pairs["type"] == t], x="ucerf", bins=20, binrange=(0, 1), ax=u_ax)
-        u_ax.set_title(f"type {t}: per-pair U(x)")
+    pairs = pair_table(scored)
+    settings = sorted(set(zip(scored["task"], scored["type"])))
+    fig, axes = plt.subplots(len(settings), 2, figsize=(10, 3.0 * len(settings)), squeeze=False)
+    for (d_ax, u_ax), (task, t) in zip(axes, settings):
+        sns.histplot(data=scored[(scored["task"] == task) & (scored["type"] == t)], x="desirability", hue="stereotype",
+                     hue_order=["pro", "anti"], bins=20, binrange=(-1, 1), element="step", ax=d_ax)
+        d_ax.set_title(f"{task} task, type {t}: desirability D")
+        sns.histplot(data=pairs[(pairs["task"] == task) & (pairs["type"] == t)], x="ucerf", bins=20, binrange=(0, 1),
+                     ax=u_ax)
+        u_ax.set_title(f"{task} task, type {t}: per-pair U(x)")
     return finished(fig, title)
 
 

@@ -120,6 +120,18 @@ def seed_pairs(pairs: pd.DataFrame, seeds: Sequence[int], limit: int | None) -> 
     return {int(s): limit_pairs(pairs, limit, seed=int(s)) for s in seeds}
 
 
+def pairs_per_seed(pairs: pd.DataFrame, seeds: Sequence[int], limit: int | None) -> pd.DataFrame:
+    """How many minimal pairs of each type every seed draws (:func:`seed_pairs`), beside how many the data holds.
+
+    Examples:
+        >>> from fairnb.ucerf.data import load_coref
+        >>> pairs_per_seed(load_coref("sample"), [0, 1], 5).to_dict("index")
+        {1: {'seed 0': 5, 'seed 1': 5, 'available': 160}, 2: {'seed 0': 5, 'seed 1': 5, 'available': 160}}
+    """
+    drawn = {f"seed {s}": part.groupby("type")["pair_id"].nunique() for s, part in seed_pairs(pairs, seeds, limit).items()}
+    return pd.DataFrame(drawn).assign(available=pairs.groupby("type")["pair_id"].nunique()).rename_axis("type")
+
+
 def score_seeds(lm: LanguageModel, pairs: pd.DataFrame, seeds: Sequence[int], limit: int | None = None,
                 tasks: Sequence[str] = TASKS, chat: bool = False) -> pd.DataFrame:
     """Every task under every seed, one frame (column ``seed``); the paper averages over seeds.

@@ -122,6 +122,18 @@ def occupation_table(scored: pd.DataFrame) -> pd.DataFrame:
     return table.sort_values(["task", "type", "pct_female", "occupation"]).reset_index(drop=True)
 
 
+def headline_occupations(occupations: pd.DataFrame) -> pd.DataFrame:
+    """The per-occupation rows of the headline setting (intrinsic task, type 2), or of the highest type run when it is absent.
+
+    Examples:
+        >>> table = pd.DataFrame({"task": ["intrinsic", "intrinsic", "mcq"], "type": [1, 2, 2], "occupation": list("abc")})
+        >>> headline_occupations(table)["occupation"].tolist(), headline_occupations(table.iloc[[0, 2]])["occupation"].tolist()
+        (['b'], ['c'])
+    """
+    focus = occupations[(occupations["task"] == HEADLINE_TASK) & (occupations["type"] == HEADLINE_TYPE)]
+    return focus if len(focus) else occupations[occupations["type"] == occupations["type"].max()]
+
+
 def case_study_tables(scored: pd.DataFrame, occupations: Sequence[str] = ("nurse", "physician")
                       ) -> tuple[tuple[str, ...], pd.DataFrame, pd.DataFrame]:
     """The pairs naming both ``occupations`` (paper Sec. 5.2): per-pair D and U, and per-group TPR/TPD/FPR/FPD.

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 import pandas as pd
 
 from fairnb.contract import Chapter
+from fairnb.page import SCRIPT, STYLE
 from fairnb.published import ANY_MODEL, CANNOT_SCORE, STATUSES
-from fairnb.report.evidence import SCRIPT, STYLE
 
 SUMMARY_COLUMNS = ["paper", "printed", *STATUSES, "to run the rest"]
 REST = ("not run", "not comparable")  # what a run of the paper's models under preset=paper can change

@@ -22,9 +22,9 @@ import numpy as np
 import pandas as pd
 
 import fairnb
+from fairnb.comparison.findings import DEFAULT_PRESET, headline_items, with_preset
 from fairnb.formatting import number
 from fairnb.models.names import model_label
-from fairnb.report.findings import DEFAULT_PRESET, headline_items, with_preset
 from fairnb.stats import headline_power, rank_agreement_interval, rank_intervals, resample_counts, spearman
 
 HEADLINE_COLUMNS = ["number", "chapter", "metric", "label", "direction", "preset", "model", "value", "ci_low",

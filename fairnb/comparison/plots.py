@@ -1,4 +1,4 @@
-"""Figures of the quickstart and the comparison page: one function per figure."""
+"""Figures of the comparison page: one function per figure."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -9,19 +9,10 @@ from fairnb.plotting import finished, themed
 
 
 @themed
-def word_probability_bars(frame: pd.DataFrame, x: str, y: str, hue: str, title: str = ""):
-    """Grouped bars of word probabilities (quickstart: p(he) vs p(she) per occupation)."""
-    fig, ax = plt.subplots(figsize=(8, 3.5))
-    sns.barplot(data=frame, x=x, y=y, hue=hue, ax=ax)
-    ax.tick_params(axis="x", rotation=30)
-    return finished(fig, title, ax)
-
-
-@themed
 def method_scores_by_model(headline: pd.DataFrame, columns: int = 4):
     """One small panel per headline: each model's value, with its interval where given.
 
-    ``headline`` is :func:`fairnb.report.comparison.headline_table`'s output.
+    ``headline`` is :func:`fairnb.comparison.tables.headline_table`'s output.
     """
     import numpy as np
 
@@ -49,7 +40,7 @@ def method_scores_by_model(headline: pd.DataFrame, columns: int = 4):
 def occupation_scatter_matrix(scores: pd.DataFrame, model: str, preset: str = "quick"):
     """Pairwise scatter plots of the chapters' per-occupation scores for one model and preset (one point per occupation).
 
-    ``scores`` is :func:`fairnb.report.comparison.occupation_scores`' output.
+    ``scores`` is :func:`fairnb.comparison.tables.occupation_scores`' output.
     """
     chosen = scores[(scores["model"] == model) & (scores["preset"] == preset)]
     chosen = chosen.drop(columns=["model", "preset"]).set_index("occupation")
