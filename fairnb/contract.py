@@ -20,6 +20,13 @@ from fairnb.models.capabilities import CAPABILITIES
 DIRECTIONS = ("higher is fairer", "lower is fairer", "nearer 0.5 is fairer")
 LEVELS = ("headline", "group", "item")
 
+# The names every method package exposes, with one signature each (tests/test_common_chapters.py checks them,
+# as scikit-learn's estimator checks do): its contract and presets; ``results_table(...)`` (every row the
+# page writes, nothing added in the notebook), ``summary(model, ...)`` (Markdown), ``evidence(...)`` (the items
+# behind the headline), ``this_run(settings, model, ...)`` (the settings table's column), ``example_results()``
+# (the rows of a small made-up run); and a ``plots`` module whose figures take ``title=`` and return a Figure.
+METHOD_INTERFACE = ("CHAPTER", "PRESETS", "results_table", "summary", "evidence", "this_run", "example_results")
+
 # A notebook parameter left at this value takes its preset's value; any other value, ``None``
 # included ("no cap", "all"), overrides the preset.
 NOT_GIVEN = "preset"

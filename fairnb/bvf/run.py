@@ -195,7 +195,7 @@ def single_token_words(lm: LanguageModel, categories: Mapping[str, Sequence[str]
     return kept
 
 
-def scored_words(lm: LanguageModel, categories: Mapping[str, Sequence[str]], words: str = "exact") -> dict[str, list[str]]:
+def scored_words(lm: LanguageModel, categories: Mapping[str, Sequence[str]], words: str = "single-token") -> dict[str, list[str]]:
     """The words each category is scored with under a word convention (:data:`WORD_CONVENTIONS`).
 
     ``"exact"``: every word, all of its tokens (fairnb's whole-word scoring);
@@ -272,7 +272,7 @@ def _vocabulary_probabilities(lm: LanguageModel, groups: Sequence[str], template
 
 def topic_probabilities(lm: LanguageModel, groups: Sequence[str], templates: Mapping[str, pd.DataFrame],
                         categories: Mapping[str, Mapping[str, Sequence[str]]], tolerance: float = 0.0,
-                        words: str = "exact", criterion: str = "eq2") -> dict[str, pd.DataFrame]:
+                        words: str = "single-token", criterion: str = "eq2") -> dict[str, pd.DataFrame]:
     """:func:`attribute_probabilities` of every topic; topics on the same templates share one pass.
 
     ``templates[topic]`` and ``categories[topic]`` give each topic's template table and word
@@ -320,7 +320,7 @@ def topic_probabilities(lm: LanguageModel, groups: Sequence[str], templates: Map
 
 def attribute_probabilities(lm: LanguageModel, groups: Sequence[str], templates: pd.DataFrame,
                             categories: Mapping[str, Sequence[str]], tolerance: float = 0.0,
-                            words: str = "exact", criterion: str = "eq2") -> pd.DataFrame:
+                            words: str = "single-token", criterion: str = "eq2") -> pd.DataFrame:
     """p_y|x(c) of Eq. 8 for every group x, template c and category y, read from ``lm``.
 
     Causal LMs score the next word after the template text before [Y]; masked LMs fill
@@ -362,7 +362,7 @@ def _reusable_rows(kept: pd.DataFrame, groups: Sequence[str], categories: Mappin
 
 def template_source_risks(lm: LanguageModel, groups: Sequence[str], sources: Sequence[pd.DataFrame],
                           categories: Mapping[str, Sequence[str]], coverage: float = 1.0, tolerance: float = 0.0,
-                          words: str = "exact", k: float = np.inf, criterion: str = "eq2",
+                          words: str = "single-token", k: float = np.inf, criterion: str = "eq2",
                           scored: pd.DataFrame | None = None, templates_per_occupation: int | None = None,
                           weights: str = "count") -> pd.DataFrame:
     """R, R^b, R^v of the same groups and words under each template source (BVF Table 4).
@@ -429,7 +429,7 @@ def word_convention_costs(lm: LanguageModel, groups: Sequence[str], templates: p
 
 def variant_risks(base: str, variants: Sequence[str], load: Callable[[str], LanguageModel],
                   groups: Sequence[str], templates: pd.DataFrame, categories: Mapping[str, Sequence[str]],
-                  k: float = np.inf, words: str = "exact", criterion: str = "eq2") -> tuple[pd.DataFrame, list[str]]:
+                  k: float = np.inf, words: str = "single-token", criterion: str = "eq2") -> tuple[pd.DataFrame, list[str]]:
     """R, R^b, R^v of ``base`` and of each ``f"{base}+{variant}"`` on the same grid (BVF Fig. 6).
 
     ``load`` maps a model name to a :class:`LanguageModel` (``fairnb.load_model``). A variant
@@ -452,7 +452,7 @@ def variant_risks(base: str, variants: Sequence[str], load: Callable[[str], Lang
 
 
 def compare_variants(lm: LanguageModel, variants: Sequence[str], groups: Sequence[str], templates: pd.DataFrame,
-                     categories: Mapping[str, Sequence[str]], k: float = np.inf, words: str = "exact",
+                     categories: Mapping[str, Sequence[str]], k: float = np.inf, words: str = "single-token",
                      criterion: str = "eq2") -> tuple[pd.DataFrame, list[str]]:
     """:func:`variant_risks` of the loaded model ``lm`` and its variants, loaded onto ``lm``'s device.
 

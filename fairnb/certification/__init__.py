@@ -75,6 +75,7 @@ from fairnb.certification.tables import (
     certificate_view,
     coverage_summary,
     evidence,
+    example_results,
     lowest_certificate,
     results_table,
     soft_prefix_summary,
@@ -246,7 +247,7 @@ def this_run(settings: dict, model: str, not_followed: dict | None = None, speci
             "generation_config": words}
 
 
-__all__ = ["evidence",
+__all__ = ["example_results", "evidence",
     "CHAPTER", "PRESETS", "PAPER_SETTINGS", "PREFIX_KINDS", "MAIN_PREFIX", "SUMMARY", "OFFICIAL_BOLD_INSTRUCTION",
     "OFFICIAL_BOLD_SOFT_INSTRUCTION", "OFFICIAL_DECODINGTRUST_INSTRUCTION", "OFFICIAL_REGARD_MODEL", "PivotSet", "load_bold_pivots", "load_bold_test_set",
     "parse_bold_test_set", "load_decodingtrust_pivots", "load_lines", "load_pivots", "pivot_prompts", "pivots_from_templates",

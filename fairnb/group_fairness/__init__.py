@@ -14,17 +14,17 @@ from typing import Any
 
 from fairnb.contract import Chapter, Citation, Dataset, Headline, Instances, PaperSetting
 from fairnb.group_fairness.data import (
-                                        DIMENSIONS,
-                                        DataPoints,
-                                        attributes_by_dimension,
-                                        build_schema,
-                                        data_points,
-                                        holisticbias_targets,
-                                        load_schema,
-                                        sample_per_dimension,
-                                        sample_triples,
-                                        sbic_attributes,
-                                        schema_source,
+    DIMENSIONS,
+    DataPoints,
+    attributes_by_dimension,
+    build_schema,
+    data_points,
+    holisticbias_targets,
+    load_schema,
+    sample_per_dimension,
+    sample_triples,
+    sbic_attributes,
+    schema_source,
 )
 from fairnb.group_fairness.metrics import BIAS_METRICS, bias_rates, target_std, task_agreement
 from fairnb.group_fairness.run import (
@@ -38,22 +38,23 @@ from fairnb.group_fairness.run import (
     run_tasks,
 )
 from fairnb.group_fairness.tables import (
-                                        MAIN_TASK,
-                                        agreement_by_metric,
-                                        agreement_table,
-                                        answer_view,
-                                        evidence,
-                                        gf_think_table,
-                                        kruskal_table,
-                                        prose_numbers,
-                                        rates_table,
-                                        representative_targets,
-                                        results_table,
-                                        same_points,
-                                        summary,
-                                        target_spread,
-                                        task_rates,
-                                        this_run,
+    MAIN_TASK,
+    agreement_by_metric,
+    agreement_table,
+    answer_view,
+    evidence,
+    example_results,
+    gf_think_table,
+    kruskal_table,
+    prose_numbers,
+    rates_table,
+    representative_targets,
+    results_table,
+    same_points,
+    summary,
+    target_spread,
+    task_rates,
+    this_run,
 )
 
 # Headlines: the main task's overall means, the numbers the paper ranks models by (Section 6.2,
@@ -147,7 +148,7 @@ CHAPTER = Chapter(
 )
 
 
-__all__ = ["evidence", "ALTERNATIVE_TASKS", "BIAS_METRICS", "CHAPTER", "DIMENSIONS", "DataPoints", "MAIN_TASK", "PRESETS",
+__all__ = ["example_results", "evidence", "ALTERNATIVE_TASKS", "BIAS_METRICS", "CHAPTER", "DIMENSIONS", "DataPoints", "MAIN_TASK", "PRESETS",
            "TASKS", "TASK_PROMPTS", "FAIRNB_PROMPTS", "load_task_prompts", "agreement_by_metric", "agreement_table", "answer_view", "target_spread", "alternative_tasks",
            "attributes_by_dimension", "bias_rates", "build_schema", "data_points", "gf_think_comparison",
            "gf_think_table", "holisticbias_targets", "kruskal_table", "load_schema", "prose_numbers", "rates_table",

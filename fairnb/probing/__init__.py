@@ -44,6 +44,7 @@ from fairnb.probing.tables import (
                                  case_split,
                                  case_table,
                                  evidence,
+                                 example_results,
                                  generated_count,
                                  headline_table,
                                  label_table,
@@ -133,7 +134,7 @@ CHAPTER = Chapter(
 )
 
 
-__all__ = ["evidence", "CASES", "CHAPTER", "CHAT_INSTRUCTION", "FRAMES", "INSTRUCTION", "LABELS", "PRESETS", "PROBE_COLUMNS",
+__all__ = ["example_results", "evidence", "CASES", "CHAPTER", "CHAT_INSTRUCTION", "FRAMES", "INSTRUCTION", "LABELS", "PRESETS", "PROBE_COLUMNS",
            "STRATEGIES", "STS_B_COLUMNS", "WORDINGS", "attribute_shares", "attribute_words", "build_probes", "decoding_settings", "label_table", "runnable_strategies", "scored_view",
            "case_examples", "case_split", "case_table", "cooccurrence_ratio", "framed_inputs",
            "gender_attribute_label", "generated_count", "headline_table", "jsd", "most_least_biased", "natural_probe_filter",
