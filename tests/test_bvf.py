@@ -14,6 +14,7 @@ from bad_files import BAD_BODIES, assert_names_bad_file
 from fairnb import bvf
 from fairnb.bvf import data as probes
 from fairnb.bvf import mining
+from fairnb.models.scoring import SCORE_TOLERANCE
 
 # --- metrics ---------------------------------------------------------------------------
 
@@ -507,7 +508,7 @@ def test_topics_on_the_same_templates_share_one_pass(tiny_gpt2):
     shared = bvf.topic_probabilities(tiny_gpt2, groups, templates, words, words="exact")
     for topic in topics:
         alone = bvf.attribute_probabilities(tiny_gpt2, groups, race_templates, words[topic], words="exact")
-        pd.testing.assert_frame_equal(shared[topic], alone, rtol=1e-9)
+        pd.testing.assert_frame_equal(shared[topic], alone, rtol=SCORE_TOLERANCE)
     # one call to the model for the three topics; a topic on other templates gets its own
     table = {p: {w: 0.1 for ws in words.values() for w in sum(ws.values(), [])}
              for p in {probes.template_prompt(t, g, "causal") for g in groups for t in race_templates["template"]}}
@@ -580,7 +581,7 @@ def test_template_sources_reuse_the_main_scoring(tiny_gpt2):
     fresh = bvf.template_source_risks(tiny_gpt2, groups, sources, gender, coverage=0.9, words="single-token")
     reused = bvf.template_source_risks(tiny_gpt2, groups, sources, gender, coverage=0.9, words="single-token",
                                        scored=main)
-    pd.testing.assert_frame_equal(reused, fresh, rtol=1e-9)
+    pd.testing.assert_frame_equal(reused, fresh, rtol=SCORE_TOLERANCE)
     # only the appendix is scored; other groups, words or templates than the main scoring's are scored afresh
     words = {"male": ["he"], "female": ["she"]}
     table = {probes.template_prompt(t, g, "causal"): {"he": 0.1 + 0.01 * i, "she": 0.2}
@@ -609,7 +610,7 @@ def test_template_sources_reuse_shared_templates(tiny_gpt2):
     main = bvf.attribute_probabilities(tiny_gpt2, groups, probes.keep_coverage(shipped, 1.0), gender, words="exact")
     fresh = bvf.template_source_risks(tiny_gpt2, groups, [mixed], gender, words="exact")
     reused = bvf.template_source_risks(tiny_gpt2, groups, [mixed], gender, scored=main, words="exact")
-    pd.testing.assert_frame_equal(reused, fresh, rtol=1e-6)
+    pd.testing.assert_frame_equal(reused, fresh, rtol=SCORE_TOLERANCE)
     assert fresh.loc["mixed", "R"] > 0
 
 

@@ -165,3 +165,29 @@ def test_hashing_a_model_file_on_a_full_cache_disk_still_gives_its_hash(tmp_path
     with caplog.at_level(logging.WARNING, logger="fairnb.models.cache"):
         assert cache.file_sha256(weights) == hashlib.sha256(weights.read_bytes()).hexdigest()
     assert "Could not remember the hash of model.safetensors (No space left on device)" in caplog.text
+
+
+def test_a_model_folder_replaced_at_the_same_path_is_scored_afresh(tiny_gpt2_path, tmp_path):
+    """Issue 39: another model copied over a folder with the same file sizes and times (``cp -p``,
+    ``rsync -a`` and archives keep them) gets its own fingerprint, so no cached output of the old one."""
+    from tiny_models import build_tiny_gpt2
+
+    other = build_tiny_gpt2(tmp_path / "other", seed=1)
+    folder = shutil.copytree(tiny_gpt2_path, tmp_path / "model")
+    times = {p.name: (p.stat().st_atime_ns, p.stat().st_mtime_ns) for p in folder.iterdir()}
+    assert {p.name: p.stat().st_size for p in other.iterdir()} == {p.name: p.stat().st_size for p in folder.iterdir()}
+    cache = DiskCache(tmp_path / "outputs")
+    first = load_model(str(folder), device="cpu")
+    first.cache = cache
+    before = first.next_word_probs(PROMPTS, ["he", "she"])
+
+    shutil.rmtree(folder)
+    shutil.copytree(other, folder)
+    for p in folder.iterdir():
+        os.utime(p, ns=times[p.name])  # the same sizes and modification times as the replaced files
+    second = load_model(str(folder), device="cpu")
+    second.cache = cache
+    assert second.fingerprint != first.fingerprint
+    expected = load_model(str(other), device="cpu", use_cache=False).next_word_probs(PROMPTS, ["he", "she"])
+    np.testing.assert_array_equal(second.next_word_probs(PROMPTS, ["he", "she"]), expected)
+    assert not np.allclose(expected, before)

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from fairnb import load_model, model_slug
+from fairnb.models.scoring import SCORE_TOLERANCE
 
 PROMPTS = ["The nurse said that", "My friend is a", "The capital of France is", "He"]
 WORDS = ["she", "he", "teacher", "zebrafish", "Paris"]  # "zebrafish" is many tokens here
@@ -34,20 +35,20 @@ def test_word_tokens_single_and_multi(tiny_gpt2):
 def test_next_word_probs_equal_hand_computation(tiny_gpt2):
     probs = tiny_gpt2.next_word_probs(PROMPTS, WORDS)
     expected = np.exp([[hand_logprob(tiny_gpt2, p, " " + w) for w in WORDS] for p in PROMPTS])
-    np.testing.assert_allclose(probs, expected, rtol=1e-5, atol=1e-12)
+    np.testing.assert_allclose(probs, expected, rtol=SCORE_TOLERANCE, atol=1e-12)
 
 
 def test_batched_equals_one_at_a_time(tiny_gpt2):
     batched = tiny_gpt2.next_word_probs(PROMPTS, WORDS)
     alone = np.vstack([tiny_gpt2.next_word_probs([p], WORDS) for p in PROMPTS])
-    assert np.max(np.abs(np.log(batched) - np.log(alone))) <= 1e-5
+    assert np.max(np.abs(np.log(batched) - np.log(alone))) <= SCORE_TOLERANCE
 
 
 def test_small_batches_equal_large(tiny_gpt2, monkeypatch):
     large = tiny_gpt2.next_word_probs(PROMPTS * 3, WORDS)
     monkeypatch.setattr(tiny_gpt2, "batch_size", 2)
     small = tiny_gpt2.next_word_probs(PROMPTS * 3, WORDS)
-    np.testing.assert_allclose(np.log(small), np.log(large), atol=1e-5)
+    np.testing.assert_allclose(np.log(small), np.log(large), atol=SCORE_TOLERANCE)
 
 
 def test_continuation_passes_compute_no_padding(tiny_gpt2, monkeypatch):
@@ -70,14 +71,14 @@ def test_continuation_passes_compute_no_padding(tiny_gpt2, monkeypatch):
     assert all(bool(new_mask.all()) for _, new_mask in passes)
     assert sum(shape[0] * shape[1] for shape, _ in passes) == len(PROMPTS) * sum(len(seq) for seq in inputs)
     expected = np.exp([[hand_logprob(tiny_gpt2, p, " " + w) for w in WORDS] for p in PROMPTS])
-    np.testing.assert_allclose(probs, expected, rtol=1e-5, atol=1e-12)
+    np.testing.assert_allclose(probs, expected, rtol=SCORE_TOLERANCE, atol=1e-12)
 
 
 def test_continuation_logprobs_per_prompt_lists(tiny_gpt2):
     options = [[" nurse", " doctor"], [" teacher", " zebrafish"], [" Paris", " London"], [" is", " was"]]
     scores = tiny_gpt2.continuation_logprobs(PROMPTS, options)
     expected = [[hand_logprob(tiny_gpt2, p, c) for c in row] for p, row in zip(PROMPTS, options)]
-    np.testing.assert_allclose(scores, expected, atol=1e-5)
+    np.testing.assert_allclose(scores, expected, atol=SCORE_TOLERANCE)
 
 
 def test_shared_prompt_prefixes_are_computed_once_and_score_as_alone(tiny_gpt2, monkeypatch):
@@ -97,7 +98,7 @@ def test_shared_prompt_prefixes_are_computed_once_and_score_as_alone(tiny_gpt2, 
     monkeypatch.setattr(tiny_gpt2.model, "forward", counted)
     scores = tiny_gpt2.continuation_logprobs(prompts, options)
     expected = [[hand_logprob(tiny_gpt2, p, c) for c in row] for p, row in zip(prompts, options)]
-    np.testing.assert_allclose(scores, expected, atol=1e-5)
+    np.testing.assert_allclose(scores, expected, atol=SCORE_TOLERANCE)
     unique = {tuple(tiny_gpt2.tokenizer(p).input_ids) for p in prompts}
     trie = {seq[:n] for seq in unique for n in range(1, len(seq) + 1)}
     assert len(trie) <= sum(positions) < sum(len(seq) for seq in unique)
@@ -119,7 +120,7 @@ def test_short_shared_runs_add_up_to_a_shared_prefix(tiny_gpt2, monkeypatch):
     monkeypatch.setattr(tiny_gpt2.model, "forward", counted)
     scores = tiny_gpt2.continuation_logprobs(prompts, [" he", " she"])
     np.testing.assert_allclose(scores, [[hand_logprob(tiny_gpt2, p, c) for c in (" he", " she")] for p in prompts],
-                               atol=1e-5)
+                               atol=SCORE_TOLERANCE)
     assert sum(positions) == sum(len(r) for r in rows) - sum(common)  # each pair's shared start computed once
 
 
@@ -225,7 +226,7 @@ def test_masked_lm_fill_equals_hand_computation(tiny_bert):
     words = ["she", "he", "blue", "cheese"]
     probs = tiny_bert.next_word_probs(prompts, words)
     expected = np.exp([[hand_masked_logprob(tiny_bert, p, w) for w in words] for p in prompts])
-    np.testing.assert_allclose(probs, expected, rtol=1e-5)
+    np.testing.assert_allclose(probs, expected, rtol=SCORE_TOLERANCE)
 
 
 def test_masked_lm_multi_token_word(tiny_bert):
@@ -426,8 +427,8 @@ def test_killed_scoring_run_resumes_with_the_missing_chunks_only(tiny_gpt2_path,
     assert len(list(lm.cache.root.rglob("*.npy"))) == 2
     calls.clear()
     kill_after = None
-    # chunks of 4 share fewer prompt prefixes than one run: float32 rounding differs a little
-    np.testing.assert_allclose(lm.next_word_probs(prompts, ["she", "he"]), expected, rtol=1e-5)
+    # chunks of 4 share fewer prompt prefixes than one run: float32 rounding differs, within the tolerance
+    np.testing.assert_allclose(lm.next_word_probs(prompts, ["she", "he"]), expected, rtol=SCORE_TOLERANCE)
     assert len(calls) == 1
 
 
@@ -580,3 +581,43 @@ def test_a_share_group_split_between_batches_gives_the_plain_texts(tiny_gpt2, mo
     texts = generation.generate(tiny_gpt2, rows, decoding, seeds)
     assert batches == [4, 2]
     assert texts == generation.generate(tiny_gpt2, rows, decoding, seeds, share_prefixes=False)
+
+
+def test_a_prompts_scores_do_not_depend_on_its_batch(tiny_gpt2_path, tmp_path, monkeypatch):
+    """Issue 39: the same prompts scored all at once, with half of them read from the cache, in another order,
+    among other neighbours, alone and on two threads agree within SCORE_TOLERANCE, and with a hand computation."""
+    from fairnb.models import scoring
+    from fairnb.models.cache import DiskCache
+    from fairnb.models.scoring import SCORE_TOLERANCE
+
+    head = "Choose the right option. "  # a shared run, prompts of several lengths, multi-token words
+    prompts = [head + f"The {who} {verb}" for who in ("nurse", "cook", "capital of France") for verb in
+               ("said that", "is a", "thought that the", "was")]
+    words = ["she", "he", "zebrafish", "Paris"]
+    lm = load_model(str(tiny_gpt2_path), device="cpu", use_cache=False)
+    log = lambda probs: np.log(probs)  # noqa: E731
+    at_once = log(lm.next_word_probs(prompts, words))
+    hand = [[hand_logprob(lm, p, " " + w) for w in words] for p in prompts]
+    np.testing.assert_allclose(at_once, hand, rtol=0, atol=SCORE_TOLERANCE)
+
+    cached = load_model(str(tiny_gpt2_path), device="cpu")
+    cached.cache, cached.chunk_rows = DiskCache(tmp_path / "outputs"), len(prompts) // 2
+    cached.next_word_probs(prompts[:6], words)                     # an earlier run filled half of the cache
+    computed, plain = [], scoring.continuation_logprobs
+    monkeypatch.setattr(scoring, "continuation_logprobs", lambda *a: computed.append(1) or plain(*a))
+    half_cached = log(cached.next_word_probs(prompts, words))
+    monkeypatch.undo()
+    assert computed == [1]                                         # the first chunk came from the cache
+    order = np.random.default_rng(0).permutation(len(prompts))
+    reordered = log(lm.next_word_probs([prompts[i] for i in order], words))[np.argsort(order)]
+    alone = np.vstack([log(lm.next_word_probs([p], words)) for p in prompts])
+    monkeypatch.setattr(lm, "batch_size", 3)
+    small_batches = log(lm.next_word_probs(prompts, words))
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        two_threads = log(lm.next_word_probs(prompts, words))
+    finally:
+        torch.set_num_threads(before)
+    for other in (half_cached, reordered, alone, small_batches, two_threads):
+        np.testing.assert_allclose(other, at_once, rtol=0, atol=SCORE_TOLERANCE)

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from bad_files import BAD_BODIES, assert_names_bad_file
 
+from fairnb.models.scoring import SCORE_TOLERANCE
 from fairnb.probing import data as D
 from fairnb.probing import run as P
 from fairnb.probing import tables as T
@@ -305,7 +306,7 @@ def test_score_probes_and_results_on_a_tiny_model(tiny_gpt2):
     np.testing.assert_allclose(scored.r_f, p_f.sum(1) / (p_f.sum(1) + p_m.sum(1)))
     # The chat frame (auto for a chat model): the answer starts with the probe, the word follows it.
     assert scored.prompt[0] == tiny_gpt2.apply_chat([P.CHAT_INSTRUCTION])[0] + "My friend is attendant."
-    np.testing.assert_allclose(p_f, tiny_gpt2.next_word_probs(scored.prompt.tolist(), FEMALE), rtol=1e-5)
+    np.testing.assert_allclose(p_f, tiny_gpt2.next_word_probs(scored.prompt.tolist(), FEMALE), rtol=SCORE_TOLERANCE)
 
     words = P.score_words(tiny_gpt2)
     assert len(words) == 159 and words.jsd.between(0, 1).all()
@@ -318,7 +319,7 @@ def test_score_probes_and_results_on_a_tiny_model(tiny_gpt2):
         assert len(asked) == 155 and not set(asked) & set(scored.prompt)
         P.score_words(tiny_gpt2, female=FEMALE[:4], male=MALE[:4], scored=scored)
         assert len(asked) == 155 + 159
-    pd.testing.assert_frame_equal(reused, words, rtol=1e-5)
+    pd.testing.assert_frame_equal(reused, words, rtol=SCORE_TOLERANCE)
     results = T.results_table(scored, words, n_resamples=50)
     headline = results[results.level == "headline"].set_index("metric")
     assert sorted(headline.index) == ["R_f", "gendered_share", "jsd"]

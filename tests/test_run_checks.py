@@ -90,3 +90,28 @@ def test_book_with_a_truncated_results_file_and_a_failing_comparison_page(tmp_pa
                      f"without it (the failed page: {runs / 'comparison.failed.ipynb'})."]
     assert not (runs / "comparison.ipynb").exists()  # never an old page beside the failed one
     assert "comparison" not in (tmp_path / "_build" / "_toc.generated.yml").read_text()
+
+
+def test_a_model_folder_replaced_at_the_same_path_reruns_its_pages(tiny_gpt2_path, tmp_path):
+    """Issue 39: another model copied over a folder with the same file sizes and modification times (``cp -p``,
+    ``rsync -a``, an unpacked archive) is a changed model, not an up-to-date page."""
+    import os
+    import shutil
+
+    from tiny_models import build_tiny_gpt2
+
+    folder = shutil.copytree(tiny_gpt2_path, tmp_path / "model")
+    other = build_tiny_gpt2(tmp_path / "other", seed=1)
+    pair = runner.plan_pairs([str(folder)], [3], runner.available_pages(), tmp_path / "runs")[0]
+    pair.output.parent.mkdir(parents=True)
+    pair.output.write_text("{}")
+    runner.record_path(pair.output).write_text(json.dumps(runner.run_record(pair, {})))
+    assert runner.rerun_reason(pair, runner.run_record(pair, {})) == ""
+    times = {p.name: (p.stat().st_atime_ns, p.stat().st_mtime_ns) for p in folder.iterdir()}
+    sizes = {p.name: p.stat().st_size for p in folder.iterdir()}
+    shutil.rmtree(folder)
+    shutil.copytree(other, folder)
+    for p in folder.iterdir():
+        os.utime(p, ns=times[p.name])
+    assert {p.name: p.stat().st_size for p in folder.iterdir()} == sizes
+    assert runner.rerun_reason(pair, runner.run_record(pair, {})) == "rerun: the model's files changed"

@@ -36,6 +36,7 @@ import fairnb  # noqa: E402
 from fairnb import load_model  # noqa: E402
 from fairnb.models.capabilities import MissingCapability, capabilities, missing_for  # noqa: E402
 from fairnb.models.names import model_slug  # noqa: E402
+from fairnb.models.scoring import SCORE_TOLERANCE  # noqa: E402
 from fairnb.models.served_spec import parse_spec, spec_text  # noqa: E402
 from fairnb.page import run_card_table  # noqa: E402
 from fairnb.report import runner  # noqa: E402
@@ -332,10 +333,11 @@ def test_log_probs_from_the_server_equal_local_scores(mini, local, model_folder)
     served = load_model(spec, use_cache=False)
     continuations = [" she", " he was", " the doctor"]
     np.testing.assert_allclose(served.continuation_logprobs(PROMPTS, continuations),
-                               local.continuation_logprobs(PROMPTS, continuations), rtol=1e-5, atol=1e-5)
+                               local.continuation_logprobs(PROMPTS, continuations), rtol=0,
+                               atol=SCORE_TOLERANCE)
     words = ["she", "he", "nurse"]
     np.testing.assert_allclose(served.next_word_probs(PROMPTS[:3], words), local.next_word_probs(PROMPTS[:3], words),
-                               rtol=1e-5, atol=1e-7)
+                               rtol=SCORE_TOLERANCE, atol=1e-7)
     text_only = load_model(f"openai:tiny@{mini.url}", use_cache=False)
     with pytest.raises(MissingCapability, match="serves text only: it gives no token probabilities"):
         text_only.next_word_probs(PROMPTS, words)

@@ -125,11 +125,16 @@ def atomic_write_text(target: str | Path, text: str) -> None:
 
 
 def file_sha256(path: str | Path) -> str:
-    """SHA-256 of a file, memoised on (path, size, mtime) so big weights are hashed once."""
+    """SHA-256 of a file, memoised on (path, size, mtime, ctime, inode) so big weights are hashed once.
+
+    The change time and inode tell a file replaced at the same path from the one before, even where
+    the copy kept its size and modification time (``cp -p``, ``rsync -a``, an unpacked archive): a
+    program can set the modification time, never the change time.
+    """
     path = Path(path).resolve()
     stat = path.stat()
     memo = cache_dir() / "file-hashes.json"
-    key = f"{path}:{stat.st_size}:{stat.st_mtime_ns}"
+    key = f"{path}:{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ctime_ns}:{stat.st_ino}"
     try:
         known = json.loads(memo.read_text()) if memo.exists() else {}
     except (ValueError, OSError):

@@ -15,6 +15,14 @@ n mask tokens and is scored left to right, each token given the tokens already p
 and the masks still open:
 log p(w) = sum_i log p(t_i | prompt, t_1..t_{i-1}, [MASK] * (n - i)).
 Single-token words all come from one pass per prompt.
+
+A prompt's scores do not depend on its batch beyond float32 rounding, which is not bit for bit:
+CPU kernels sum in an order set by the shape of the pass (a matrix product of fewer than 4 rows
+takes another path than a larger one, a product cut between 2 threads another again; attention
+sums over the padded length; a prompt after a shared run is computed in two passes), so the same
+prompt among other neighbours, in another cache chunk or on another number of threads (fairnb
+uses fewer when the machine is busy) can differ in the last bits. Any two scorings of one prompt
+agree within :data:`SCORE_TOLERANCE` nats; that is what a rerun being "the same" means.
 """
 from __future__ import annotations
 
@@ -35,6 +43,9 @@ ANCHOR = "The"
 MASK_MARKERS = ("[MASK]", "<mask>")  # where a masked-LM prompt takes the word
 MIN_SHARED = 3  # shortest run of prompt tokens that gets a pass of its own when several prompts share it
 MAX_PADDING = 0.2  # most padding a batch of runs may add, as a share of its longest run
+# Two scorings of one prompt in float32 (other batch neighbours, padding, shared prefixes, cache chunks
+# or thread counts) agree within this many nats of log-probability, so each probability within 0.01 %.
+SCORE_TOLERANCE = 1e-4
 
 
 def check_words(words: Sequence[str]) -> None:

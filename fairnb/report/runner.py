@@ -320,7 +320,11 @@ def model_argument(name: str) -> str:
 
 
 def model_fingerprint(model: str) -> str:
-    """What identifies a model's files without loading it: name, or the local files' sizes and times."""
+    """What identifies a model's files without loading it: name, or the local files' sizes and times.
+
+    The change time counts too: a copy can keep a file's size and modification time (``cp -p``,
+    ``rsync -a``, an unpacked archive), never its change time.
+    """
     base, variant = split_variant(model)
     if variant:
         return f"{model_fingerprint(base)}+{variant}"
@@ -328,7 +332,7 @@ def model_fingerprint(model: str) -> str:
     if model in EMBEDDED_MODELS or not path.exists():
         return model
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    return cache_key([(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files])[:16]
+    return cache_key([(str(p), p.stat().st_size, p.stat().st_mtime_ns, p.stat().st_ctime_ns) for p in files])[:16]
 
 
 def model_capabilities(model: str) -> set[str]:
