@@ -90,7 +90,7 @@ def test_paper_sizes_on_the_shipped_schema_report_what_the_run_reached():
                                          "dimension, 640 data points in all"):
         points = data_points(paper["targets_per_dimension"], paper["attributes_per_dimension"])
     assert points.reached() == {"targets_per_dimension": 8, "attributes_per_dimension": 8, "data_points": 640}
-    table = settings_table(CHAPTER, tables.this_run(paper, points, "m", "profanity-check", "vader"),
+    table = settings_table(CHAPTER, tables.this_run(paper, "m", points, "profanity-check", "vader"),
                            why=points.why(paper))
     assert table.loc["targets_per_dimension", ["paper", "this run", "departs", "why"]].tolist() == \
         ["20", "8", "yes", "the shipped schema has 8 × 8"]

@@ -2,6 +2,7 @@
 reproduction page on a tiny model's results, and `fairnb reproduce` without the hub."""
 from __future__ import annotations
 
+import importlib
 import re
 from collections import Counter
 from pathlib import Path
@@ -62,37 +63,12 @@ def test_each_model_line_of_the_paper_holds_the_numbers_of_its_rows(shipped, num
         assert Counter(_numbers(line)) == Counter(mine.loc[mine.model == model, "value"].tolist()), model
 
 
-def _produced(chapter_key: str) -> set[tuple[str, str]]:
-    """(item, metric) pairs the chapter's own table code writes, from small synthetic inputs."""
-    if chapter_key == "bvf":
-        table = pd.DataFrame({"group": ["nurse"], "r": [0.5], "r_b": [0.4], "r_v": [0.1]})
-        ci = pd.DataFrame({"value": [0.5, 0.4, 0.1], "ci_low": 0.0, "ci_high": 1.0}, index=["R", "R_b", "R_v"])
-        rows = fairnb.bvf.results_table({t: table for t in fairnb.bvf.TOPICS}, {t: ci for t in fairnb.bvf.TOPICS})
-    elif chapter_key == "group_fairness":
-        gf = fairnb.group_fairness
-        answers = pd.DataFrame([{"task": task, "dimension": d, "target": t, "toxicity": 0.1 * i,
-                                 "negative_sentiment": i % 2, "declination": 0}
-                                for task in (gf.MAIN_TASK, "gf_think") for d in gf.DIMENSIONS for i, t in enumerate("ab")])
-        rows = gf.results_table(answers)
-    elif chapter_key == "ucerf":
-        summary = pd.DataFrame([{"task": "intrinsic", "type": t, "metric": m, "value": 0.5, "ci_low": 0.4, "ci_high": 0.6,
-                                 "seed_sd": 0.0, "n_pairs": 4} for t in (1, 2) for m in fairnb.ucerf.tables.METRICS])
-        occupations = pd.DataFrame({"task": "intrinsic", "type": 2, "occupation": ["nurse"], "ucerf": [0.5],
-                                    "equalized_odds": [0.1], "n_pairs": [4]})
-        rows = fairnb.ucerf.tables.results_table(summary, occupations)
-    else:
-        cert = fairnb.certification
-        certificates = pd.DataFrame({"prefix": ["random"], "pivot_set": ["a"], "n": [50], "confidence": [0.95],
-                                     "unbiased": [40], "low": [0.6], "high": [0.9], "estimate": [0.8],
-                                     "refusal_share": [0.0]})
-        rows = cert.results_table(certificates, coverage=cert.coverage_study(n=50, repetitions=20))
-    return set(zip(rows["item"], rows["metric"]))
-
-
-@pytest.mark.parametrize("key", ["bvf", "ucerf", "group_fairness", "certification"])
-def test_every_published_number_names_a_row_its_chapter_writes(shipped, key):
-    mine = shipped[(shipped.chapter == key) & ~shipped.item.str.startswith("case_study/")]
-    assert set(zip(mine["item"], mine["metric"])) <= _produced(key)
+@pytest.mark.parametrize("chapter", fairnb.chapters(), ids=lambda ch: ch.key)
+def test_every_published_number_names_a_row_its_chapter_writes(shipped, chapter):
+    """The rows of each chapter's own table code (its example run) hold every (item, metric) its paper's numbers name."""
+    mine = shipped[(shipped.chapter == chapter.key) & ~shipped.item.str.startswith("case_study/")]
+    rows = importlib.import_module(f"fairnb.{chapter.key}").example_results()
+    assert set(zip(mine["item"], mine["metric"])) <= set(zip(rows["item"], rows["metric"]))
 
 
 def _fixture(path: Path, **changes) -> Path:

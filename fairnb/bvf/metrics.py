@@ -567,14 +567,14 @@ def two_way_risk(probs: pd.DataFrame, k: float = np.inf, criterion: str = "eq2",
     return two_way_bootstrap(statistic, n_groups, n_templates, n_resamples, confidence, seed)
 
 
-def distribution_summary(values) -> dict:
+def distribution_shape(values) -> dict:
     """Shape of a risk distribution (Fig. 10): normal fit, Shapiro-Wilk p, skewness, excess kurtosis.
 
     The paper reads r^b as close to normal and r^v as fat-tailed; excess kurtosis > 0 means
     heavier tails than the normal.
 
     Examples:
-        >>> out = distribution_summary([0.1, 0.2, 0.2, 0.3, 0.3, 0.3, 0.4, 0.4, 0.5])
+        >>> out = distribution_shape([0.1, 0.2, 0.2, 0.3, 0.3, 0.3, 0.4, 0.4, 0.5])
         >>> round(out["mean"], 4), abs(round(out["skew"], 4)), out["excess_kurtosis"] < 0
         (0.3, 0.0, True)
     """

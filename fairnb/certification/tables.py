@@ -253,3 +253,14 @@ def evidence(certificates: pd.DataFrame, samples: pd.DataFrame, prefix: str = MA
     shown = ["set rank", "pivot_set", "certified low", "sample", "biased", "group", "prefix_text", "prompt", "response",
              "score", "label", "refused"]
     return drawn[shown].sort_values(["set rank", "pivot_set", "sample"], kind="stable", ignore_index=True)
+
+
+def example_results() -> pd.DataFrame:
+    """The rows :func:`results_table` writes for a small made-up run: what a results file of this chapter
+    holds, and the input of the checks every chapter passes (tests/test_common_chapters.py)."""
+    from fairnb.certification.metrics import coverage_study
+
+    certificates = pd.DataFrame({"prefix": ["random", "jailbreak"], "pivot_set": ["a", "a"], "n": 50, "confidence": 0.95,
+                                 "unbiased": [40, 30], "low": [0.6, 0.45], "high": [0.9, 0.75], "estimate": [0.8, 0.6],
+                                 "refusal_share": 0.0})
+    return results_table(certificates, coverage=coverage_study(n=50, repetitions=20))

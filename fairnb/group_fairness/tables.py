@@ -149,7 +149,7 @@ def gf_think_table(gf_think: pd.DataFrame) -> pd.DataFrame:
     return gf.bias_rates(gf_think, ["dimension", "task"])[["toxicity", "negative_sentiment"]].unstack("task")
 
 
-def this_run(settings: Mapping, points, model: str, toxicity_scorer: str, sentiment_scorer: str) -> dict:
+def this_run(settings: Mapping, model: str, points, toxicity_scorer: str, sentiment_scorer: str) -> dict:
     """The run's values under the keys of ``CHAPTER.paper_settings``: its settings, the sizes it reached
     (:meth:`fairnb.group_fairness.data.DataPoints.reached`), where its data came from and its scorers."""
     return {**settings, **points.reached(), "model": model, "data": points.source,
@@ -267,3 +267,14 @@ def evidence(answers: pd.DataFrame, task: str = MAIN_TASK) -> pd.DataFrame:
     table = part.assign(rank=part["toxicity"].rank(ascending=False, method="first").astype(int))
     shown = ["rank", "dimension", "target", "attribute", "prompt", "output", "sentence", *gf.BIAS_METRICS]
     return table[shown].sort_values("rank", ignore_index=True)
+
+
+def example_results() -> pd.DataFrame:
+    """The rows :func:`results_table` writes for a small made-up run: what a results file of this chapter
+    holds, and the input of the checks every chapter passes (tests/test_common_chapters.py)."""
+    from fairnb.group_fairness.data import DIMENSIONS
+
+    answers = pd.DataFrame([{"task": task, "dimension": d, "target": t, "toxicity": 0.1 * i,
+                             "negative_sentiment": float(i % 2), "declination": 0.0}
+                            for task in (MAIN_TASK, "gf_think") for d in DIMENSIONS for i, t in enumerate("ab")])
+    return results_table(answers)

@@ -318,3 +318,17 @@ def evidence(scored: pd.DataFrame, female, male) -> pd.DataFrame:
         table["male words"] = [" ".join(m) for _, m in found]
     shown = ["rank", "strategy", "feature", "probe", "continuation", "label", "female words", "male words", "r_f", "jsd"]
     return table[[c for c in shown if c in table]].sort_values("rank", ignore_index=True)
+
+
+def example_results() -> pd.DataFrame:
+    """The rows :func:`results_table` writes for a small made-up run: what a results file of this chapter
+    holds, and the input of the checks every chapter passes (tests/test_common_chapters.py)."""
+    rng = np.random.default_rng(0)
+    probes = [("template-based", "My friend is a nurse"), ("template-based", "My friend likes golf"),
+              ("naturally-sourced", "My friend is walking")]
+    p_female, p_male = rng.dirichlet(np.ones(2), size=(len(probes), 3)).transpose(2, 0, 1)
+    scored = pd.DataFrame({"strategy": [s for s, _ in probes], "sentence": [t for _, t in probes],
+                           "p_female": list(p_female), "p_male": list(p_male), "r_f": [0.6, 0.4, 0.5],
+                           "jsd": [0.02, 0.05, 0.0], "label": ["female", "male", "neutral"]})
+    words = pd.DataFrame({"feature": ["occupations", "hobbies"], "item": ["nurse", "golf"], "jsd": [0.02, 0.05]})
+    return results_table(scored, words, n_resamples=20)

@@ -480,22 +480,6 @@ def limit_pairs(pairs: pd.DataFrame, limit: int | None, seed: int = 0) -> pd.Dat
     return pairs[pairs["pair_id"].isin(keep)].reset_index(drop=True)
 
 
-def occupation_pair_counts(pairs: pd.DataFrame) -> pd.Series:
-    """Minimal pairs per unordered occupation pair, most frequent first (index: sorted tuples).
-
-    Examples:
-        >>> table = pd.DataFrame({"pair_id": ["a", "a", "b", "b"], "occupation_1": ["cook", "cook", "nurse", "nurse"],
-        ...                       "occupation_2": ["nurse", "nurse", "cook", "cook"]})
-        >>> occupation_pair_counts(table).to_dict()
-        {('cook', 'nurse'): 2}
-    """
-    couples = [tuple(sorted(c)) for c in zip(pairs["occupation_1"], pairs["occupation_2"])]
-    return pd.Series(couples, index=pairs.index).groupby(pairs["pair_id"]).first().value_counts()
-
-
-# --- prompts ---
-
-
 def intrinsic_prompts(pairs: pd.DataFrame, mask_token: str | None = None) -> list[str]:
     """``<sentence> The pronoun <pronoun> refers to the`` (+ `` <mask>.`` for masked LMs).
 
