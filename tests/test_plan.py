@@ -70,3 +70,18 @@ def test_a_plan_past_every_occupation_says_so_and_the_command_prints_it(tmp_path
     assert main(["plan", "--chapters", "1", "--effect", "-1", "--runs", str(runs)]) == 2
     assert "--effect must be a positive difference" in capsys.readouterr().err
     assert main(["plan", "--effect", "0.02", "--runs", str(tmp_path / "none")]) == 2
+
+
+def test_chapter_3_grows_its_pairs_up_to_the_shipped_samples_and_says_which_headlines_reach_the_effect(tmp_path, capsys):
+    runs, ucerf = tmp_path / "runs", fairnb.chapter("ucerf")
+    pilot(runs, "default", ucerf, {"preset": "quick", "limit": 25, "split": "test"}, 300.0,
+          [{"metric": "ucerf", "value": 0.95, "se": 0.009, "n": 50}, {"metric": "equalized_odds", "value": 0.08,
+                                                                       "se": 0.037, "n": 50}])
+    table = plan_table(find_pilots([ucerf], runs, runs / "results")[0], effect=0.02).set_index("headline")
+    fair, odds = table.loc[ucerf.headlines[0].label], table.loc[ucerf.headlines[1].label]
+    assert fair["settings"] == {"limit": math.ceil(25 * items_needed(0.009, 50, 0.02) / 50)} and fair["note"] == ""
+    assert odds["settings"] == {"limit": 160}  # the sample holds 160 pairs of each type in its test split
+    assert odds["note"] == "reaches only 6.4x the pilot's units (all there are)"
+    assert main(["plan", "--chapters", "3", "--effect", "0.02", "--runs", str(runs), "--results", str(runs / "results")]) == 0
+    assert "the largest run there is (1 of 2 headlines reach it): python -m fairnb run --models default --chapters 3 " \
+           "--limit 160" in capsys.readouterr().out

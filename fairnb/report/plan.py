@@ -31,7 +31,8 @@ PLAN_COLUMNS = ["model", "chapter", "preset", "headline", "units", "detectable",
 
 @dataclass(frozen=True)
 class Pilot:
-    """A finished page: its model, chapter, preset, resolved settings, seconds (None: not recorded) and headline rows."""
+    """A finished page: its model, chapter, preset, settings (its parameters, the preset's keys resolved),
+    seconds (None: not recorded) and headline rows."""
 
     model: str
     chapter: Chapter
@@ -67,7 +68,7 @@ def find_pilots(chapters: list[Chapter], runs: str | Path, results: str | Path |
                 continue
             rows = pd.read_parquet(outputs.results)
             seconds = record.get("seconds")
-            pilots.append(Pilot(model, chapter, preset, chapter.settings(preset, parameters),
+            pilots.append(Pilot(model, chapter, preset, {**parameters, **chapter.settings(preset, parameters)},
                                 float(seconds) if isinstance(seconds, (int, float)) else None,
                                 rows[rows["level"] == "headline"]))
     return pilots, problems
@@ -154,10 +155,14 @@ def plan_text(table: pd.DataFrame, effect: float, runs: str | Path, problems: li
                                                               if done else "no larger run reaches it (see the notes above)."))
             continue
         largest = reachable.loc[reachable["needed"].idxmax()]
+        reach = int((part["settings"].map(bool) & part["note"].eq("")).sum()
+                    + (part["needed"] <= part["units"]).sum())  # the headlines that this run detects it on
+        which = (f"every headline that can reach it ({reach} of {len(part)})" if not largest["note"] else
+                 f"the largest run there is ({reach} of {len(part)} headlines reach it)")
         preset_flag = "" if preset == "quick" else f" --param preset={preset}"
-        lines.append(f"{model}, {chapter} ({preset}), every headline that can reach it "
-                     f"({len(reachable)} of {len(part)}): python -m fairnb run --models {model} --chapters {fairnb.chapter(chapter).number}"
-                     f"{preset_flag} {command_flags(largest['settings'])}   # about {_duration(largest['seconds'])}")
+        lines.append(f"{model}, {chapter} ({preset}), {which}: python -m fairnb run --models {model} --chapters "
+                     f"{fairnb.chapter(chapter).number}{preset_flag} {command_flags(largest['settings'])}   "
+                     f"# about {_duration(largest['seconds'])}")
     lines += [f"Left out: {p}" for p in problems or []]
     lines.append("Times scale the pilot's page time by the units: an upper bound (loading the model and the page's "
                  "fixed work do not grow).")

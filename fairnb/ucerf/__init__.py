@@ -12,7 +12,7 @@ what is re-exported here; ``CHAPTER`` is its contract and ``PRESETS`` its ``quic
 from collections.abc import Mapping
 from typing import Any
 
-from fairnb.contract import Allowed, Chapter, Citation, Dataset, Headline, Instances, PaperSetting
+from fairnb.contract import Allowed, Chapter, Citation, Dataset, Headline, Instances, PaperSetting, scale_limit
 from fairnb.ucerf.data import (
                                FORMATS,
                                CorefPair,
@@ -87,6 +87,19 @@ ALLOWED = {
     "dataset": Allowed("path", ("sample",)), "format": Allowed("one of", ("auto", *FORMATS)), "chat": Allowed("flag"),
 }
 
+def scale_pairs(settings: Mapping[str, Any], factor: float) -> dict[str, Any]:
+    """`fairnb plan`'s settings for about ``factor`` times the minimal pairs: ``limit`` (pairs per type and seed)
+    scaled, at most the pairs of a type in the shipped sample when the run read it.
+
+    Examples:
+        >>> scale_pairs({"limit": 25, "split": "test"}, 2.0), scale_pairs({"limit": 25, "split": "test"}, 20.0)
+        ({'limit': 50}, {'limit': 160})
+    """
+    sample = settings.get("dataset", "sample") == "sample"
+    most = load_coref("sample", split=settings.get("split", "test")).groupby("type")["pair_id"].nunique().min() if sample else None
+    return scale_limit(settings, factor, most=None if most is None else int(most), units="minimal pairs")
+
+
 CHAPTER = Chapter(
     number=3,
     key="ucerf",
@@ -108,6 +121,7 @@ CHAPTER = Chapter(
                       "fairnb (fairnb/ucerf/data/sample)", ("sample",)),),
     instances=Instances("U(x)", ("sentence_pro", "sentence_anti"), ("predicted_pro", "predicted_anti"), "referent"),
     units="minimal pairs",
+    scale=scale_pairs,
     presets=PRESETS,
     allowed=ALLOWED,
     paper_settings={
