@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 import fairnb
+from fairnb.bvf import scale_occupations
 from fairnb.cli import main
 from fairnb.models.names import model_slug
 from fairnb.report.plan import find_pilots, plan_table
@@ -63,10 +64,10 @@ def test_a_plan_past_every_occupation_says_so_and_the_command_prints_it(tmp_path
     assert main(["plan", "--chapters", "1", "--effect", "0.02", "--runs", str(runs), "--results", str(runs / "results")]) == 0
     out = capsys.readouterr().out
     needed = items_needed(0.03, 60, 0.02)
-    assert needed > 120  # Appendix D.1 lists 120 occupations
-    assert f"{needed:,}" in out and "--limit 120" in out and "reaches only 2x the pilot's units" in out
-    assert "python -m fairnb run --models default --chapters 1 --limit 120   # about 200 s" not in out
-    assert "python -m fairnb run --models default --chapters 1 --limit 120" in out and "about 3 min" in out
+    assert needed > 134  # quick's list: the 40 shared occupations, then Appendix D.1's 94 others
+    assert f"{needed:,}" in out and "--limit 134" in out and "reaches only 2.23x the pilot's units" in out
+    assert "python -m fairnb run --models default --chapters 1 --limit 134" in out and "about 4 min" in out
+    assert scale_occupations({"limit": 60, "occupation_list": "appendix"}, needed / 60) == {"limit": 120}  # D.1 alone
     assert main(["plan", "--chapters", "1", "--effect", "-1", "--runs", str(runs)]) == 2
     assert "--effect must be a positive difference" in capsys.readouterr().err
     assert main(["plan", "--effect", "0.02", "--runs", str(tmp_path / "none")]) == 2

@@ -196,13 +196,17 @@ ALLOWED = {
 
 
 def scale_occupations(settings: Mapping[str, Any], factor: float) -> dict[str, Any]:
-    """`fairnb plan`'s settings for about ``factor`` times the occupations (at most Appendix D.1's list).
+    """`fairnb plan`'s settings for about ``factor`` times the occupations (at most those of the run's list: Appendix
+    D.1's 120, 134 with the shared occupations first, or the run's own file).
 
     Examples:
-        >>> scale_occupations({"limit": 60}, 1.5), scale_occupations({"limit": 60}, 4.0)
-        ({'limit': 90}, {'limit': 120})
+        >>> scale_occupations({"limit": 60, "occupation_list": "appendix"}, 1.5)
+        {'limit': 90}
+        >>> scale_occupations({"limit": 60, "occupation_list": "appendix"}, 4.0), scale_occupations({"limit": 60, "occupation_list": "shared first"}, 4.0)
+        ({'limit': 120}, {'limit': 134})
     """
-    return scale_limit(settings, factor, most=len(load_occupations()), units="occupations")
+    listed = load_occupations(settings.get("occupations_file"), order=settings.get("occupation_list", "appendix"))
+    return scale_limit(settings, factor, most=len(listed), units="occupations")
 
 
 CHAPTER = Chapter(
