@@ -381,7 +381,7 @@ def detectable_sentences(rows: pd.DataFrame, chapter: Chapter, effect: float = D
         >>> print(detectable_sentences(rows, ch))
         **What this run could have seen** (a true difference detected with 80 % power at the 5 % level):
         <BLANKLINE>
-        - risk R: with 60 occupations, a difference of 0.057 or more; no number of occupations detects 0.02 (the part of the error that more occupations leave alone holds the detectable difference above 0.053).
+        - risk R: with 60 occupations, a difference of 0.057 or more; no number of occupations detects 0.02 (the templates' part of the error holds the detectable difference above 0.053; only more templates shrink it).
         - share Q: with 60 occupations, a difference of 0.028 or more; to detect 0.02, about 120 occupations.
     """
     headline = rows[rows["level"] == "headline"]
@@ -399,6 +399,9 @@ def detectable_sentences(rows: pd.DataFrame, chapter: Chapter, effect: float = D
             need = f"to detect {effect:g}, about {int(power['needed']):,} {chapter.units}"
         else:
             reason = power["note"].split(": ", 1)[-1].replace("items", chapter.units).rstrip(".")
+            if "template_share" in row and (row["template_share"].fillna(0) > 0).any():
+                reason = reason.replace(f"the part of the error that more {chapter.units} leave alone",
+                                        "the templates' part of the error") + "; only more templates shrink it"
             need = f"no number of {chapter.units} detects {effect:g} ({reason})"
         lines.append(f"- {item.label}: with {units}, a difference of {power['detectable']:.2g} or more; {need}.")
     if not lines:
