@@ -116,7 +116,7 @@ def record_file(model: str, page: Chapter | str, preset: str = "quick", root: st
 
 
 def _record_beside(results: Path) -> Path:
-    """The record that vouches for a results file (``ucerf.paper.parquet`` -> ``ucerf.paper.run.json``)."""
+    """The record that vouches for a results file (``<key>.paper.parquet`` -> ``<key>.paper.run.json``)."""
     return results.with_name(results.name.removesuffix(".parquet") + RECORD_SUFFIX)
 
 

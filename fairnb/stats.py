@@ -263,7 +263,7 @@ def items_needed(standard_error: float, n: int, effect: float, alpha: float = AL
     The items' spread σ = SE·√n is taken from a run of ``n`` items with standard error
     ``standard_error``; the answer assumes more items of the same kind (σ stays, the standard
     error shrinks as 1/√n). ``fixed_error`` is a part of the standard error that more items leave
-    as it is (chapter 1's templates, when only occupations are added): then
+    as it is (templates, when only occupations are added): then
     SE(m)² = (SE² − fixed²)·n/m + fixed², and a difference at or below 2.8 × the fixed part is out of
     reach of any number of items, which is one sentence. At least 2.
 

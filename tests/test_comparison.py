@@ -26,11 +26,11 @@ def synthetic_results(root, models=("default", "gemma-3-270m"), preset="quick", 
                      "ci_high": c + 0.05} for h, c in zip(chapter.headlines, centre)]
             rows += [{"item": f"x{k}", "metric": chapter.headlines[0].name, "value": 100.0 + k, "level": "item"}
                      for k in range(3)]
-            if chapter.key in comparison.OCCUPATION_SCORES:
+            if chapter.occupation_score:
                 sign = -1.0 if chapter.key == "ucerf" else 1.0
                 noise = rng.normal(0, 0.01, len(OCCUPATIONS)) * (chapter.key == "probing")
                 rows += [{"item": o, "group": spellings[chapter.key](o), "level": "group",
-                          "metric": comparison.OCCUPATION_SCORES[chapter.key], "value": sign * b + n}
+                          "metric": chapter.occupation_score, "value": sign * b + n}
                          for o, b, n in zip(OCCUPATIONS, base + m, noise)]
             write_results(pd.DataFrame(rows), model, chapter, root, preset=preset)
     return read_results(root)

@@ -14,7 +14,7 @@ How a run's parts map onto the record:
 
 - each headline of the chapter's contract is an ``evaluation_result``; its direction gives
   ``lower_is_better`` and its range ``min_score``/``max_score``. A headline where nearer 0.5 is
-  fairer (chapter 2's R^f) is recorded as its distance to 0.5, ``|R^f − 0.5|``, lower is better,
+  fairer (a female share) is recorded as its distance to 0.5, ``|value − 0.5|``, lower is better,
   with the headline's own value in ``score_details.details`` and the rule in ``metric_config``;
 - the headline's interval is ``uncertainty.confidence_interval``, its method the contract's
   ``Headline.interval`` with the run's ``n_resamples`` (also ``num_bootstrap_samples``);
@@ -401,7 +401,7 @@ def instance_lines(run: FinishedRun, evaluation_id: str, ident: str) -> tuple[li
     """One JSON line per evidence row (the chapter's :class:`~fairnb.contract.Instances` read it), and how many
     rows were left out because their score is not a number.
 
-    ``is_correct`` is true where the chapter names a reference and every answer equals it (chapter 3: the
+    ``is_correct`` is true where the chapter names a reference and every answer equals it (minimal pairs: the
     model resolved the pronoun in both sentences of the pair); a bias score without a reference has no
     correct answer, and its instances say false. A chapter that only scores probabilities has no answer
     text: its ``output.raw`` is empty (the schema asks every single-turn instance for an output), and the
