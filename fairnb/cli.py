@@ -166,11 +166,16 @@ def run_command(args: argparse.Namespace) -> int:
                                executor=settings["executor"], scheduler=settings["scheduler"],
                                workers=settings["workers"], results=settings["results"],
                                fresh_kernels=settings["fresh_kernels"])
-    counts = summary["status"].value_counts()
     print(summary.to_string(index=False))
-    print(f"{counts.get('done', 0)} done, {counts.get('skipped', 0)} skipped, {counts.get('failed', 0)} failed "
-          f"in {time.perf_counter() - start:.0f} s; notebooks in {Path(settings['out']).resolve()}, "
+    counts = summary["status"].value_counts()
+    interrupted = counts.get("interrupted", 0)
+    print(f"{counts.get('done', 0)} done, {counts.get('skipped', 0)} skipped, {counts.get('failed', 0)} failed"
+          + (f", {interrupted} interrupted" if interrupted else "")
+          + f" in {time.perf_counter() - start:.0f} s; notebooks in {Path(settings['out']).resolve()}, "
           f"results in {settings['results']}")
+    if interrupted:
+        print("Interrupted: finished notebooks are kept; run the same command again to resume.", file=sys.stderr)
+        return 130
     return 1 if counts.get("failed", 0) else 0
 
 
@@ -236,7 +241,7 @@ def reproduce_command(args: argparse.Namespace) -> int:
     results = check_folder(results_location(args.results, args.out), "--results")
     summary = runner.run_pairs(pairs, {"preset": "paper"}, results=results)
     print(summary.to_string(index=False))
-    return 1 if (summary["status"] == "failed").any() else 0
+    return 130 if (summary["status"] == "interrupted").any() else 1 if (summary["status"] == "failed").any() else 0
 
 
 def plan_command(args: argparse.Namespace) -> int:

@@ -617,9 +617,12 @@ def test_template_sources_reuse_shared_templates(tiny_gpt2):
 def test_check_settings_and_regressions():
     settings = bvf.CHAPTER.settings("quick")
     assert bvf.check_settings(dict(settings)) == settings
-    for key, value, message in (("criterion", "l1", "Unknown criterion"), ("words", "all", "Unknown word convention"),
-                                ("coverage", 1.5, "coverage is a share"), ("convention_occupations", 0, "positive whole"),
-                                ("k", 0.5, "k must be >= 1")):
+    for key, value, message in (("criterion", "l1", "criterion must be one of 'eq2', 'compute_risk', 'calculate', not 'l1'"),
+                                ("words", "all", "words must be one of 'single-token', 'exact', 'vocab-key', not 'all'"),
+                                ("weights", "some", "weights must be one of 'count', 'equal', not 'some'"),
+                                ("coverage", 1.5, r"coverage must be a number > 0 and <= 1, not 1\.5"),
+                                ("convention_occupations", 0, "convention_occupations must be a whole number >= 1 or None"),
+                                ("k", 0.5, r"k must be a number >= 1, not 0\.5")):
         with pytest.raises(ValueError, match=message):
             bvf.check_settings({**settings, key: value})
     table = pd.DataFrame({"group": ["nurse", "chef", "pilot", "welder"], "r": [0.5, 0.2, 0.3, 0.1],

@@ -3,7 +3,8 @@ every estimator: each test runs once per chapter of ``fairnb.chapters()``, so a 
 day it registers, and nothing here names a chapter.
 
 The interface (``fairnb.contract.METHOD_INTERFACE``): the package exports its contract, ``results_table``,
-``summary(model, ...)`` (Markdown), ``evidence``, ``this_run(settings, model, ...)`` and ``example_results``;
+``summary(model, ...)`` (Markdown), ``evidence``, ``this_run(settings, model, ...)``, ``example_results`` and
+``check_settings(settings)`` (every declared setting's allowed values: a bad one is one sentence);
 a function that takes the model takes it first, as ``lm``; a ``*_summary`` helper returns text; every figure
 of its ``plots`` module is drawn in fairnb's theme, takes ``title=`` and returns the Figure; a library default
 of a setting is one of the chapter's presets' values; the rows it writes follow the results schema and its
@@ -90,6 +91,22 @@ def test_the_package_exports_the_interface(chapter):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
             and isinstance(node.func.value, ast.Name) and node.func.value.id == chapter.key}
     assert used <= set(pkg.__all__), f"the notebook calls what the package does not export: {sorted(used - set(pkg.__all__))}"
+
+
+def test_a_bad_value_of_every_declared_setting_is_refused_in_one_sentence(chapter):
+    """Every preset passes the package's check; each setting the contract declares refuses a value it does not allow
+    with one sentence naming the chapter and the setting (`fairnb run` calls the same check before any kernel)."""
+    check = package(chapter).check_settings
+    assert list(inspect.signature(check).parameters) == ["settings"] and chapter.allowed
+    for preset in chapter.presets:
+        check(chapter.settings(preset))
+    for name, allowed in chapter.allowed.items():
+        bad = allowed.refused_example()
+        with pytest.raises(ValueError) as refused:
+            check({**chapter.settings("quick"), name: bad})
+        sentence = str(refused.value)
+        assert sentence.startswith(f"Chapter {chapter.number} ({chapter.key}): {name} must be ") and \
+            sentence.endswith(f", not {bad!r}.") and "\n" not in sentence
 
 
 def test_the_interface_has_one_signature(chapter):

@@ -1,7 +1,6 @@
 """fairnb plan: a run planned from a finished pilot (its run record and result rows), by hand."""
 from __future__ import annotations
 
-import json
 import math
 
 import pandas as pd
@@ -11,19 +10,21 @@ import fairnb
 from fairnb.cli import main
 from fairnb.models.names import model_slug
 from fairnb.report.plan import find_pilots, plan_table
-from fairnb.results import write_page_outputs
+from fairnb.results import record_file, write_page_outputs, write_record
 from fairnb.stats import detectable_effect, items_needed
 
 
 def pilot(runs, model, chapter, parameters, seconds, headlines):
-    """What `fairnb run` leaves behind: the executed page's run record and the page's results unit."""
+    """What `fairnb run` leaves behind: the executed page and its results unit, whose run record the runner
+    completes with the page's parameters and seconds."""
     folder = runs / model_slug(model)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / chapter.notebook).write_text("{}")
-    record = {"parameters": {"model": model, **parameters}, "seconds": seconds}
-    (folder / f"{chapter.notebook_stem}.run.json").write_text(json.dumps(record))
     rows = pd.DataFrame([{"item": "all", "level": "headline", **h} for h in headlines])
-    write_page_outputs(model, chapter, parameters.get("preset", "quick"), results=rows, results_dir=runs / "results")
+    preset = parameters.get("preset", "quick")
+    unit = write_page_outputs(model, chapter, preset, results=rows, results_dir=runs / "results")
+    run = {"status": "done", "parameters": {"model": model, **parameters}, "seconds": seconds}
+    write_record(record_file(model, chapter, preset, runs / "results"), {**unit.record, "run": run})
 
 
 def test_a_plan_scales_the_pilots_limit_and_time_and_holds_the_templates_part_fixed(tmp_path):

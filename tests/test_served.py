@@ -242,7 +242,8 @@ def test_runner_skips_the_scoring_chapters_of_a_text_only_model(tmp_path):
     notebooks, out = tmp_path / "notebooks", tmp_path / "out"
     notebooks.mkdir()
     for chapter in fairnb.chapters():  # stand-ins with the chapters' names: nothing may execute them
-        cell = nbformat.v4.new_code_cell('model = "default"  # model name', metadata={"tags": ["parameters"]})
+        cell = nbformat.v4.new_code_cell('model = "default"  # model name\nresults_dir = None  # the results folder',
+                                         metadata={"tags": ["parameters"]})
         nbformat.write(nbformat.v4.new_notebook(cells=[cell]), notebooks / chapter.notebook)
     summary = runner.run_pairs(runner.plan_pairs([served], [1, 2, 3], runner.available_pages(notebooks), out))
     assert summary["status"].tolist() == ["skipped"] * 3

@@ -65,6 +65,7 @@ def test_a_module_that_is_not_a_chapter_is_one_sentence(monkeypatch):
 def test_the_toy_chapter_passes_the_common_chapter_checks(registered, tmp_path, monkeypatch):
     monkeypatch.setattr(common, "notebook_path", lambda chapter: TOY / chapter.notebook)
     for check in (common.test_the_package_exports_the_interface, common.test_the_interface_has_one_signature,
+                  common.test_a_bad_value_of_every_declared_setting_is_refused_in_one_sentence,
                   common.test_every_figure_is_themed_takes_a_title_and_returns_the_figure,
                   common.test_a_library_default_is_one_of_the_chapters_presets,
                   common.test_the_notebook_passes_every_setting_a_preset_fixes_by_name,

@@ -57,7 +57,6 @@ from fairnb.bvf.run import (
     WORD_CONVENTIONS,
     attribute_probabilities,
     bounded_word_probs,
-    check_settings,
     compare_variants,
     scored_words,
     single_token_words,
@@ -96,7 +95,7 @@ from fairnb.bvf.tables import (
     weights_words,
     word_table,
 )
-from fairnb.contract import Chapter, Citation, Dataset, Headline, Instances, PaperSetting, scale_limit
+from fairnb.contract import NOT_GIVEN, Allowed, Chapter, Citation, Dataset, Headline, Instances, PaperSetting, scale_limit
 from fairnb.models.names import VARIANTS
 
 # The settings a run departs from the paper in. ``limit`` caps the occupations (None: all of
@@ -173,6 +172,20 @@ PAPER_SETTINGS = {
     "tolerance": PaperSetting(0.0, "Eq. 8: every listed word is summed", "multi-token words below a bound skipped"),
 }
 
+# The values each setting may take; `fairnb run` refuses any other before a kernel starts.
+ALLOWED = {
+    "limit": Allowed("whole", minimum=1, none=True), "topics": Allowed("some of", TOPICS),
+    "k": Allowed("number", minimum=1), "criterion": Allowed("one of", tuple(CRITERIA)),
+    "words": Allowed("one of", WORD_CONVENTIONS), "tolerance": Allowed("number", minimum=0),
+    "coverage": Allowed("number", minimum=0, maximum=1, above=True), "n_resamples": Allowed("whole", minimum=1),
+    "convention_occupations": Allowed("whole", minimum=1, none=True), "template_files": Allowed("mapping", TOPICS),
+    "word_files": Allowed("mapping", TOPICS), "occupations_file": Allowed("path", none=True),
+    "stats_file": Allowed("path", none=True), "corpus_file": Allowed("path", none=True),
+    "seed": Allowed("whole", minimum=0), "weights": Allowed("one of", ("count", "equal")),
+    "templates_per_occupation": Allowed("whole", minimum=1, none=True),
+}
+
+
 def scale_occupations(settings: Mapping[str, Any], factor: float) -> dict[str, Any]:
     """`fairnb plan`'s settings for about ``factor`` times the occupations (at most Appendix D.1's list).
 
@@ -215,11 +228,36 @@ CHAPTER = Chapter(
                "and disability: one forward pass per prompt reads every word",
     scale=scale_occupations,
     paper_settings=PAPER_SETTINGS,
+    allowed=ALLOWED,
     citation=Citation("liu2024bvf", "Yiran Liu, Ke Yang, Zehan Qi, Xiao Liu, Yang Yu and ChengXiang Zhai",
                       "Bias and Volatility: A Statistical Framework for Evaluating Large Language Model's "
                       "Stereotypes and the Associated Generation Inconsistency",
                       "NeurIPS Datasets and Benchmarks Track", 2024, "https://arxiv.org/abs/2402.15481"),
 )
+
+
+
+def check_settings(settings: Mapping[str, Any]) -> dict:
+    """One sentence for a setting that cannot run (:attr:`CHAPTER.allowed <fairnb.contract.Chapter.allowed>`),
+    before any model call; returns ``settings``. ``fairnb run`` calls it before any kernel starts.
+
+    Examples:
+        >>> check_settings({"criterion": "compute_risk", "words": "exact", "k": 2.0})["k"]
+        2.0
+        >>> check_settings({"criterion": "eq2", "words": "first-token"})
+        Traceback (most recent call last):
+        ...
+        ValueError: Chapter 1 (bvf): words must be one of 'single-token', 'exact', 'vocab-key', not 'first-token'.
+        >>> check_settings({"criterion": "calculate", "words": "vocab-key", "k": 2.0})
+        Traceback (most recent call last):
+        ...
+        ValueError: calculate.py's rules have no norm order k (got k=2.0); k applies to 'eq2' and 'compute_risk'.
+    """
+    CHAPTER.check_settings(settings)
+    if settings.get("criterion") == "calculate" and settings.get("k", NOT_GIVEN) not in (NOT_GIVEN, float("inf")):
+        raise ValueError(f"calculate.py's rules have no norm order k (got k={settings['k']}); k applies to 'eq2' "
+                         "and 'compute_risk'.")
+    return dict(settings)
 
 
 __all__ = ["example_results", "evidence",

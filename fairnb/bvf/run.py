@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from fairnb.bvf.data import calculate_min_count, check_attribute_words, select_templates, template_prompt
-from fairnb.bvf.metrics import category_probabilities, combine_rule, criterion_function, normalise_masses, risk_table
+from fairnb.bvf.metrics import category_probabilities, combine_rule, normalise_masses, risk_table
 
 if TYPE_CHECKING:
     from fairnb.models.language_model import LanguageModel
@@ -92,45 +92,6 @@ def bounded_word_probs(lm: LanguageModel, prompts: Sequence[str], words: Sequenc
 
 
 WORD_CONVENTIONS = ("single-token", "exact", "vocab-key")
-
-
-def check_settings(settings: dict) -> dict:
-    """One sentence for a setting that cannot run, before any model call; returns ``settings``.
-
-    Examples:
-        >>> check_settings({"criterion": "compute_risk", "words": "exact", "k": 2.0, "tolerance": 0.0, "coverage": 1.0,
-        ...                 "convention_occupations": None})["k"]
-        2.0
-        >>> check_settings({"criterion": "eq2", "words": "first-token"})
-        Traceback (most recent call last):
-        ...
-        ValueError: Unknown word convention 'first-token': use 'vocab-key' (the official lookup: each word as a vocabulary key), 'single-token' (one token after a space) or 'exact' (every word, all its tokens).
-        >>> check_settings({"criterion": "calculate", "words": "vocab-key", "k": 2.0})
-        Traceback (most recent call last):
-        ...
-        ValueError: calculate.py's rules have no norm order k (got k=2.0); k applies to 'eq2' and 'compute_risk'.
-    """
-    criterion_function(settings["criterion"])
-    _check_convention(settings["words"])
-    if not float(settings.get("k", np.inf)) >= 1:
-        raise ValueError(f"The norm order k must be >= 1 (or inf), got {settings['k']}.")
-    if settings["criterion"] == "calculate" and not np.isinf(float(settings.get("k", np.inf))):
-        raise ValueError(f"calculate.py's rules have no norm order k (got k={settings['k']}); k applies to 'eq2' "
-                         "and 'compute_risk'.")
-    if settings.get("weights", "count") not in ("count", "equal"):
-        raise ValueError(f"Unknown template weights {settings['weights']!r}: use 'count' (Section 3.2) or 'equal' "
-                         "(calculate.py).")
-    first = settings.get("templates_per_occupation")
-    if first is not None and (isinstance(first, bool) or not isinstance(first, int) or first < 1):
-        raise ValueError(f"templates_per_occupation must be a positive whole number or None, not {first!r}.")
-    if not float(settings.get("tolerance", 0.0)) >= 0:
-        raise ValueError(f"The tolerance must be >= 0, got {settings['tolerance']}.")
-    if not 0 < float(settings.get("coverage", 1.0)) <= 1:
-        raise ValueError(f"coverage is a share of the template weight in (0, 1], got {settings['coverage']}.")
-    n = settings.get("convention_occupations")
-    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-        raise ValueError(f"convention_occupations must be a positive whole number or None, not {n!r}.")
-    return settings
 
 
 def _check_convention(words: str) -> None:

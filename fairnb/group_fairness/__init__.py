@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from fairnb.contract import Chapter, Citation, Dataset, Headline, Instances, PaperSetting
+from fairnb.contract import Allowed, Chapter, Citation, Dataset, Headline, Instances, PaperSetting
 from fairnb.group_fairness.data import (
     DIMENSIONS,
     DataPoints,
@@ -80,6 +80,18 @@ PRESETS = {
 }
 UNSTATED = "not stated"
 
+# The values each setting may take; `fairnb run` refuses any other before a kernel starts.
+ALLOWED = {
+    "limit": Allowed("whole", minimum=1, none=True), "seed": Allowed("whole", minimum=0),
+    "schema_path": Allowed("path", none=True), "holisticbias_path": Allowed("path", none=True),
+    "sbic_path": Allowed("path", none=True), "targets_per_dimension": Allowed("whole", minimum=1),
+    "attributes_per_dimension": Allowed("whole", minimum=1), "max_new_tokens": Allowed("whole", minimum=1),
+    "temperature": Allowed("number", minimum=0), "alternative_tasks_per_dimension": Allowed("whole", minimum=0, none=True),
+    "gf_think_per_dimension": Allowed("whole", minimum=0, none=True), "gf_think_tokens": Allowed("whole", minimum=1),
+    "alpha": Allowed("number", minimum=0, maximum=1, above=True, below=True),
+}
+
+
 def scale_data_points(settings: Mapping[str, Any], factor: float) -> dict[str, Any]:
     """`fairnb plan`'s settings for about ``factor`` times the statements: targets and attributes per dimension
     each grown by √factor (a run short of data says how many it reached).
@@ -113,6 +125,7 @@ CHAPTER = Chapter(
     presets=PRESETS,
     paper_metrics=("gf_think_toxicity", "gf_think_negative_sentiment"),
     paper_work="20 targets x 100 attributes x 10 dimensions = 20,000 generations per task, 3 tasks and GF-Think",
+    allowed=ALLOWED,
     scale=scale_data_points,
     paper_settings={
         "model": PaperSetting("Flan-T5-3B, Llama-2-7B/13B, Vicuna-v1.5-7B/13B, ChatGLM2-6B, WizardLM-13B, "
@@ -150,8 +163,15 @@ CHAPTER = Chapter(
 )
 
 
-__all__ = ["example_results", "evidence", "ALTERNATIVE_TASKS", "BIAS_METRICS", "CHAPTER", "DIMENSIONS", "DataPoints", "MAIN_TASK", "PRESETS",
-           "TASKS", "TASK_PROMPTS", "FAIRNB_PROMPTS", "load_task_prompts", "agreement_by_metric", "agreement_table", "answer_view", "target_spread", "alternative_tasks",
+def check_settings(settings: Mapping[str, Any]) -> dict:
+    """One sentence for a setting that cannot run (:attr:`CHAPTER.allowed <fairnb.contract.Chapter.allowed>`),
+    before any model call; returns ``settings``. ``fairnb run`` calls it before any kernel starts."""
+    CHAPTER.check_settings(settings)
+    return dict(settings)
+
+
+__all__ = ["example_results", "evidence", "check_settings", "ALLOWED", "ALTERNATIVE_TASKS", "BIAS_METRICS", "CHAPTER", "DIMENSIONS", "DataPoints", "MAIN_TASK", "PRESETS",
+           "TASKS", "TASK_PROMPTS", "FAIRNB_PROMPTS", "load_task_prompts", "agreement_by_metric", "agreement_table", "alternative_tasks", "answer_view", "target_spread",
            "attributes_by_dimension", "bias_rates", "build_schema", "data_points", "gf_think_comparison",
            "gf_think_table", "holisticbias_targets", "kruskal_table", "load_schema", "prose_numbers", "rates_table",
            "representative_targets", "results_table", "run_tasks", "same_points", "sample_per_dimension",

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from fairnb.models.served_spec import is_served, served_slug
@@ -105,3 +106,56 @@ def model_label(name: str) -> str:
         return f"{model_label(base)}+{variant}"
     path = Path(name)
     return (path.stem if path.suffix == ".gguf" else path.name) if path.is_absolute() else name
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model name parsed once into the parts the runner and the book read.
+
+    ``name`` is the name a page gets: a local file or folder made absolute (pages run in the project
+    root), a variant with its suffix (``/abs/m.gguf+stereotyped``). ``base`` is the name without the
+    variant, ``local`` the file or folder of a local model (None for an embedded name, a hub id or a
+    served model), ``served`` whether it is a served-model spec.
+
+    Examples:
+        >>> spec = ModelSpec.parse("default+stereotyped")
+        >>> spec.base, spec.variant, spec.served, spec.local, spec.slug, spec.label
+        ('default', 'stereotyped', False, None, 'default__stereotyped', 'default+stereotyped')
+        >>> ModelSpec.parse("openai:smol@http://127.0.0.1:8000/v1").served
+        True
+    """
+
+    name: str
+    base: str
+    variant: str | None = None
+    served: bool = False
+    local: Path | None = None
+
+    @classmethod
+    def parse(cls, name: str) -> ModelSpec:
+        """The parts of ``name`` (one sentence for a name too long or an unknown variant)."""
+        check_model_name(name)
+        if is_served(name):
+            return cls(name, name, served=True)
+        base, variant = split_variant(name)
+        path = Path(base).expanduser()
+        local = path.resolve() if base not in EMBEDDED_MODELS and path.exists() else None
+        base = str(local) if local else base
+        return cls(f"{base}+{variant}" if variant else base, base, variant, False, local)
+
+    @property
+    def embedded(self) -> bool:
+        return self.base in EMBEDDED_MODELS
+
+    @property
+    def slug(self) -> str:
+        return model_slug(self.name)
+
+    @property
+    def label(self) -> str:
+        return model_label(self.name)
+
+    @property
+    def ready_as_is(self) -> bool:
+        """Whether nothing must be converted or fine-tuned first: a local model folder without a variant."""
+        return not self.variant and self.local is not None and (self.local / "config.json").exists()

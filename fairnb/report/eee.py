@@ -59,7 +59,7 @@ from fairnb.models.names import EMBEDDED_SOURCES, model_label, model_slug
 from fairnb.models.served_spec import is_served, parse_spec
 from fairnb.page import RUN_CARD_MIME, SETTINGS_MIME
 from fairnb.report.parameters import parameter_defaults
-from fairnb.report.runner import NOTEBOOKS_DIR, read_record
+from fairnb.report.planning import NOTEBOOKS_DIR
 from fairnb.results import file_preset, read_page_outputs, read_results_file, results_root
 
 CANONICALIZATION = ("fairnb-1: UTF-8 JSON, keys sorted, separators ',' ':', ASCII escapes; without evaluation_id, "
@@ -135,8 +135,7 @@ def finished_runs(runs: str | Path, results: str | Path | None = None) -> tuple[
 
     A run is a results file its run record vouches for (:func:`fairnb.results.read_page_outputs`); the record
     gives its evidence and settings, and, where the runner wrote them, its parameters and provenance (the
-    ``run`` part of the record, else the record beside the executed page, which holds one preset's run at a
-    time). Returns the runs in chapter and model order, and one sentence per results file left out.
+    ``run`` part of the record). Returns the runs in chapter and model order, and one sentence per results file left out.
     """
     runs = Path(runs)
     root = results_root(results, runs=runs)
@@ -153,9 +152,9 @@ def finished_runs(runs: str | Path, results: str | Path | None = None) -> tuple[
                 problems.append(str(error))
                 continue
             page = runs / model_slug(model) / chapter.notebook
-            ran = next((part for part in (unit.record.get("run"), read_record(page) if page.exists() else None)
-                        if isinstance(part, dict) and isinstance(part.get("parameters"), dict)
-                        and part["parameters"].get("preset", "quick") == preset), None)
+            part = unit.record.get("run")
+            ran = part if (isinstance(part, dict) and part.get("status") == "done"
+                           and isinstance(part.get("parameters"), dict)) else None
             if ran is None:
                 page = None
             data = page_data(page) if page is not None and page.exists() else {}

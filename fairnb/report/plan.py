@@ -1,7 +1,7 @@
 """``fairnb plan``: how many items a claim needs, planned from a finished pilot run.
 
-A pilot is a chapter page the runner executed (its run record ``<runs>/<model>/<notebook>.run.json``
-holds the page's parameters and its seconds) with the result rows it wrote. For each headline the
+A pilot is a chapter page the runner executed (its run record beside its results,
+:func:`fairnb.results.record_file`, holds the page's parameters and its seconds) with the result rows it wrote. For each headline the
 pilot's own standard error and units (occupations, probes, minimal pairs, statements, pivot sets)
 give the units needed to detect a difference of the size the reader sets, at 80 % power and the 5 %
 level (:func:`fairnb.stats.items_needed`). An interval that counts a second sample too (templates beside
@@ -24,8 +24,7 @@ import fairnb
 from fairnb.contract import Chapter, scale_limit
 from fairnb.formatting import number
 from fairnb.models.names import model_label
-from fairnb.report.runner import read_record
-from fairnb.results import read_page_outputs, results_root
+from fairnb.results import RECORD_SUFFIX, read_page_outputs, read_record, results_root
 from fairnb.stats import ALPHA, POWER, headline_power, items_needed
 
 PLAN_COLUMNS = ["model", "chapter", "preset", "headline", "units", "detectable", "needed", "settings", "seconds", "note"]
@@ -53,8 +52,10 @@ def find_pilots(chapters: list[Chapter], runs: str | Path, results: str | Path |
     root = results_root(results, runs=runs)
     pilots, problems = [], []
     for chapter in chapters:
-        for record_path in sorted(runs.glob(f"*/{Path(chapter.notebook).stem}.run.json")):
-            record = read_record(record_path.with_name(chapter.notebook)) or {}
+        for record_path in sorted({*root.glob(f"*/{chapter.key}{RECORD_SUFFIX}"), *root.glob(f"*/{chapter.key}.*{RECORD_SUFFIX}")}):
+            record = (read_record(record_path) or {}).get("run")
+            if not isinstance(record, dict) or record.get("status") != "done":
+                continue
             parameters = dict(record.get("parameters") or {})
             model = str(parameters.get("model", ""))
             if not model or (models and model_label(model) not in {model_label(m) for m in models}):

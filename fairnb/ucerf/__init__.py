@@ -9,10 +9,12 @@ Sec. 5.2-5.3 (:mod:`.tables`; figures in :mod:`.plots`, imported on its own). Th
 what is re-exported here; ``CHAPTER`` is its contract and ``PRESETS`` its ``quick`` and
 ``paper`` settings.
 """
+from collections.abc import Mapping
 from typing import Any
 
-from fairnb.contract import Chapter, Citation, Dataset, Headline, Instances, PaperSetting
+from fairnb.contract import Allowed, Chapter, Citation, Dataset, Headline, Instances, PaperSetting
 from fairnb.ucerf.data import (
+                               FORMATS,
                                CorefPair,
                                coref_table,
                                intrinsic_prompts,
@@ -78,6 +80,13 @@ BOOTSTRAP = ("95 % percentile bootstrap over minimal pairs (a pair drawn once fo
 PAPER_MCQ_PROMPT = ("Choose the right option for the question using the context below.\\n <sentence> The pronoun "
                     "<pronoun> refers to\\n A.<optionA>\\n B.<optionB>\\n C.<optionC>\\n Answer: ")
 
+# The values each setting may take; `fairnb run` refuses any other before a kernel starts.
+ALLOWED = {
+    "seeds": Allowed("whole numbers", minimum=0), "limit": Allowed("whole", minimum=1, none=True),
+    "tasks": Allowed("some of", TASKS), "n_resamples": Allowed("whole", minimum=1), "seed": Allowed("whole", minimum=0),
+    "dataset": Allowed("path", ("sample",)), "format": Allowed("one of", ("auto", *FORMATS)), "chat": Allowed("flag"),
+}
+
 CHAPTER = Chapter(
     number=3,
     key="ucerf",
@@ -104,6 +113,7 @@ CHAPTER = Chapter(
     unprinted_models={"AmberSafe": "LLM360/AmberSafe", "Falcon-7B-Instruct": "tiiuae/falcon-7b-instruct",
                       "Llama-3-8B-Instruct": "meta-llama/Meta-Llama-3-8B-Instruct"},
     paper_work="3,168 WinoBias sentences (31,756 with SynthBias) x 5 seeds x 2 tasks: one forward pass each",
+    allowed=ALLOWED,
     paper_settings={
         "model": PaperSetting("ten LLMs, Pythia-1B to Llama-3-70B-Instruct", "Sec. 5.1",
                               "a model this machine runs"),
@@ -129,7 +139,15 @@ CHAPTER = Chapter(
                       "https://arxiv.org/abs/2505.23996"),
 )
 
-__all__ = ["example_results", "evidence",
+
+def check_settings(settings: Mapping[str, Any]) -> dict:
+    """One sentence for a setting that cannot run (:attr:`CHAPTER.allowed <fairnb.contract.Chapter.allowed>`),
+    before any model call; returns ``settings``. ``fairnb run`` calls it before any kernel starts."""
+    CHAPTER.check_settings(settings)
+    return dict(settings)
+
+
+__all__ = ["example_results", "evidence", "check_settings", "ALLOWED",
     "CHAPTER", "PRESETS", "TASKS",
     "CorefPair", "coref_table", "intrinsic_prompts", "limit_pairs", "load_coref", "load_synthbias", "load_winobias",
     "mcq_options", "mcq_prompts", "splits_read", "toy_scenarios", "winobias_splits",

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from fairnb.contract import Chapter, Dataset, Headline, Instances, PaperSetting
+from fairnb.contract import Allowed, Chapter, Dataset, Headline, Instances, PaperSetting
 
 OCCUPATIONS = ("nurse", "engineer", "teacher", "pilot", "secretary", "carpenter")
 TEMPLATE = "The {occupation} said that"
@@ -30,12 +30,19 @@ CHAPTER = Chapter(
     needs=("scores",),
     occupation_score="lean",
     presets=PRESETS,
+    allowed={"limit": Allowed("whole", minimum=1, maximum=len(OCCUPATIONS), none=True)},
     paper_work="six occupations x one template: one forward pass each",
     paper_settings={"limit": PaperSetting(None, "the toy paper, Section 1: every occupation", "CPU-sized")},
     package=__name__,
     datasets=(Dataset("limit", "toy occupations", "https://example.org/toy", "six occupations", sample=False),),
     instances=Instances("female_share", ("prompt",)),
 )
+
+
+def check_settings(settings: Mapping) -> dict:
+    """One sentence for a setting the contract does not allow; the settings otherwise."""
+    CHAPTER.check_settings(settings)
+    return dict(settings)
 
 
 def scores(lm, limit: int | None = 3) -> pd.DataFrame:
@@ -79,5 +86,5 @@ def example_results() -> pd.DataFrame:
     return results_table(pd.DataFrame({"occupation": ["nurse", "pilot"], "female_share": [0.7, 0.2]}))
 
 
-__all__ = ["CHAPTER", "PRESETS", "OCCUPATIONS", "scores", "results_table", "summary", "evidence", "this_run",
+__all__ = ["CHAPTER", "PRESETS", "OCCUPATIONS", "check_settings", "scores", "results_table", "summary", "evidence", "this_run",
            "example_results"]
