@@ -107,6 +107,7 @@ CHAPTER = Chapter(
                       "https://github.com/uclanlp/corefBias", "320 minimal pairs in the WinoBias format written for "
                       "fairnb (fairnb/ucerf/data/sample)", ("sample",)),),
     instances=Instances("U(x)", ("sentence_pro", "sentence_anti"), ("predicted_pro", "predicted_anti"), "referent"),
+    units="minimal pairs",
     presets=PRESETS,
     # tpr_difference: the case study's per-example |TPR_pro - TPR_anti| / 2 (the case-study table's column)
     paper_metrics=("intrinsic_type1_ucerf", "intrinsic_type1_perplexity", "intrinsic_type2_accuracy", "tpr_difference"),
