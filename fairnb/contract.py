@@ -398,8 +398,8 @@ def scale_limit(settings: Mapping[str, Any], factor: float, most: int | None = N
 def shared_occupations() -> list[str]:
     """The occupations the chapters share: WinoBias's 40 (Zhao et al., 2018), ``fairnb/data/winobias_occupations.tsv``.
 
-    Chapter 2 scores them, chapter 3's minimal pairs name them and chapter 1's quick preset scores them
-    first, so that the comparison page's within-model agreement rests on all of them.
+    The chapters that score occupations score these first (where a chapter's data holds more), so that the
+    comparison page's within-model agreement rests on all of them.
 
     Examples:
         >>> names = shared_occupations()

@@ -324,9 +324,9 @@ def headline_power(rows: pd.DataFrame, effect: float | None = None, alpha: float
     """For each headline row, the difference its run can detect and the units needed for ``effect``.
 
     A row's standard error is its ``se`` (the chapter's own, from its resamples); its units are
-    ``units`` where the chapter writes them apart from ``n`` (chapter 5: pivot sets, where ``n``
+    ``units`` where the chapter writes them apart from ``n`` (pivot sets, where ``n``
     counts samples), else ``n``: the occupations, probes, pairs, statements or pivot sets behind the
-    number. A ``template_share`` (chapter 1: the share of the variance that the templates bring) is a
+    number. A ``template_share`` (the share of the variance that a second sample, templates, brings) is a
     part of the error that more units leave as it is (:func:`items_needed`'s ``fixed_error``).
     Returns ``se``, ``n``, ``detectable`` (:func:`detectable_effect`), and with an ``effect``,
     ``needed`` (:func:`items_needed`) and ``note``: why ``needed`` is NaN (no standard error or

@@ -368,7 +368,7 @@ def detectable_table(headline: pd.DataFrame, effect: float | None = None, digits
     """What each run could have seen: per headline, preset and model, the units behind the number, the smallest
     difference it detects at 80 % power and the 5 % level, and the units needed for ``effect``
     (:func:`fairnb.stats.headline_power`; '–' where the chapter wrote no standard error, 'none' where no number
-    of units reaches the effect, as with chapter 1's templates).
+    of units reaches the effect, as with templates that more occupations leave alone).
 
     Examples:
         >>> h = pd.DataFrame({"number": 1, "chapter": "c", "metric": "m", "label": "risk", "direction": "lower is fairer",
