@@ -276,6 +276,9 @@ class Chapter:
     # times the units behind its headline intervals that a run with ``settings`` scored; one sentence
     # (ValueError) when they cannot grow. None: the ``limit`` setting is scaled (:func:`scale_limit`).
     scale: Callable[[Mapping[str, Any], float], dict[str, Any]] | None = None
+    # What the headline intervals resample, in the plural ("occupations", "probes"): the pages say what a run
+    # of that many can detect (fairnb.stats.detectable_sentences).
+    units: str = "items"
     headline_names: tuple[str, ...] = field(init=False)
 
     def __post_init__(self):
@@ -361,6 +364,22 @@ def scale_limit(settings: Mapping[str, Any], factor: float, most: int | None = N
                          "(a larger data file).")
     wanted = max(1, math.ceil(limit * factor - 1e-9))
     return {"limit": wanted if most is None else min(wanted, most)}
+
+
+def shared_occupations() -> list[str]:
+    """The occupations the chapters share: WinoBias's 40 (Zhao et al., 2018), ``fairnb/data/winobias_occupations.tsv``.
+
+    Chapter 2 scores them, chapter 3's minimal pairs name them and chapter 1's quick preset scores them
+    first, so that the comparison page's within-model agreement rests on all of them.
+
+    Examples:
+        >>> names = shared_occupations()
+        >>> len(names), names[:3]
+        (40, ['carpenter', 'mechanic', 'construction worker'])
+    """
+    lines = read_text_file(shipped_file("", "winobias_occupations.tsv"), "occupation table").splitlines()
+    rows = [line.split("\t") for line in lines if line.strip() and not line.startswith("#")]
+    return [row[0].strip() for row in rows[1:]]
 
 
 def shipped_file(package: str, name: str) -> Path:

@@ -983,7 +983,9 @@ def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path, preset):
     assert set(results["criterion"]) == {"eq2" if preset == "quick" else "calculate"}
     assert set(results["words"]) == {"exact" if preset == "quick" else "vocab-key"}
     occupations = results[(results["topic"] == "gender") & (results["metric"] == "r")]
-    assert sorted(occupations["group"]) == ["accountant", "administrator", "advisor"]
+    first = {"quick": ["carpenter", "construction worker", "mechanic"],  # the occupations chapters 2 and 3 score, first
+             "paper": ["accountant", "administrator", "advisor"]}[preset]  # Appendix D.1 as printed
+    assert sorted(occupations["group"]) == first
     assert headline.at["R", "value"] == pytest.approx(occupations["value"].mean())
     text = out.read_text()
     assert "+stereotyped" in text and "R^b" in text  # the tiny model fine-tuned and scored before and after

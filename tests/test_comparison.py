@@ -197,3 +197,20 @@ def test_two_models_get_no_ranks_and_the_detectable_effect_reads_the_chapters_st
     from fairnb.stats import detectable_effect, items_needed
     assert table["detectable"].eq(f"{detectable_effect(0.01, 50):.2g}").all()
     assert table["units to detect 0.01"].eq(f"{items_needed(0.01, 50, 0.01):,}").all()
+
+
+def test_the_quick_presets_of_chapters_1_to_3_share_at_least_40_occupations():
+    """The within-model agreement rests on the occupations all three chapters score under quick: chapter 1's
+    occupation list (shared first), chapter 2's occupation words, chapter 3's drawn minimal pairs (headline setting)."""
+    from fairnb import bvf, ucerf
+    from fairnb.probing.data import feature_lists
+
+    quick = {key: fairnb.chapter(key).presets["quick"] for key in ("bvf", "ucerf")}
+    first = bvf.load_occupations(limit=quick["bvf"]["limit"], order=quick["bvf"]["occupation_list"])
+    second = feature_lists()["occupations"]["words"]
+    drawn = ucerf.seed_pairs(ucerf.load_coref("sample", split=quick["ucerf"]["split"]), quick["ucerf"]["seeds"],
+                             quick["ucerf"]["limit"])
+    third = {o for pairs in drawn.values() for o in pd.concat([pairs.loc[pairs["type"] == 2, c]
+                                                                for c in ("occupation_1", "occupation_2")])}
+    shared = set.intersection(*({comparison.normalise_occupation(o) for o in names} for names in (first, second, third)))
+    assert len(first) == 60 and len(shared) >= 40

@@ -56,11 +56,13 @@ def test_finish_writes_the_run_once_and_shows_the_capped_evidence_and_the_papers
     from fairnb.contract import Headline
     from fairnb.published import COLUMNS, read_run_settings
     from fairnb.results import read_results
+    from fairnb.stats import detectable_effect, items_needed
 
     chapter = Chapter(9, "demo", "Demo", "09_demo.ipynb", (Headline("score", "score", "lower is fairer"),),
                       presets={"quick": {"limit": 3}, "paper": {"limit": None}})
     results = pd.DataFrame({"item": ["all", "i0"], "metric": ["score", "score"], "value": [4.5, 0.0],
-                            "level": ["headline", "item"], "ci_low": [4.0, None], "ci_high": [5.0, None]})
+                            "level": ["headline", "item"], "ci_low": [4.0, None], "ci_high": [5.0, None],
+                            "se": [0.25, None], "n": [40, 1]})
     items = pd.DataFrame({"item": [f"i{k}" for k in range(10)], "score": np.arange(10.0)})
     shown = []
     monkeypatch.setattr(page, "display", shown.append)
@@ -72,7 +74,10 @@ def test_finish_writes_the_run_once_and_shows_the_capped_evidence_and_the_papers
     assert set(written["preset"]) == {"paper"} and set(written["chapter"]) == {"demo"}
     assert len(pd.read_parquet(tmp_path / "default" / "evidence" / "demo.paper.parquet")) == 10
     assert read_run_settings(tmp_path) == {("default", "demo.paper"): {"limit": 7}}  # the preset's keys only
-    table, note, beside = (item.data for item in shown)
+    seen, table, note, beside = (item.data for item in shown)
+    detectable, needed = detectable_effect(0.25, 40), items_needed(0.25, 40, 0.02)
+    assert seen.startswith("**What this run could have seen**")  # beside the headline: what 40 items detect
+    assert f"- score: with 40 items, a difference of {detectable:.2g} or more; to detect 0.02, about {needed:,} items." in seen
     assert "4 of 10 rows: the 2 at each end by score" in table and "default/evidence/demo.paper.parquet" in table
     assert ">i0<" in table and ">i9<" in table and ">i5<" not in table
     assert note.startswith("**Beside the paper's numbers.**") and "prints no numbers" in beside

@@ -34,7 +34,7 @@ def test_a_plan_scales_the_pilots_limit_and_time_and_holds_the_templates_part_fi
            {"metric": "R_b", "value": 0.2, "se": 0.02, "n": 30, "template_share": 0.9},
            {"metric": "R_v", "value": 0.1, "se": 0.004, "n": 30, "template_share": 0.0}])
     pilot(runs, "default", ucerf, {"preset": "quick", "limit": 25}, 30.0,
-          [{"metric": "ucerf", "value": 0.9, "ci_low": 0.85, "ci_high": 0.95, "n": 47},
+          [{"metric": "ucerf", "value": 0.9, "ci_low": 0.85, "ci_high": 0.95, "se": 0.025, "n": 47},
            {"metric": "equalized_odds", "value": 0.1}])
     pilots, problems = find_pilots([bvf, ucerf], runs, runs / "results")
     assert problems == [] and [p.chapter.key for p in pilots] == ["bvf", "ucerf"]
@@ -46,15 +46,14 @@ def test_a_plan_scales_the_pilots_limit_and_time_and_holds_the_templates_part_fi
     assert risk["settings"] == {"limit": needed}
     assert risk["seconds"] == pytest.approx(40.0 * needed / 30)
     bias = table.loc[("bvf", bvf.headlines[1].label)]  # 90 % of its variance from the templates: out of reach
-    assert bias["settings"] == {} and bias["note"].startswith("No number of units detects 0.05")
+    assert bias["settings"] == {} and bias["note"].startswith("No number of occupations detects 0.05")
     volatility = table.loc[("bvf", bvf.headlines[2].label)]
     assert volatility["note"] == "the pilot's size already reaches it"
 
-    fair = table.loc[("ucerf", ucerf.headlines[0].label)]  # no se written: the one its interval implies
-    error = 0.1 / (2 * 1.959964)
-    assert fair["needed"] == items_needed(error, 47, 0.05)
+    fair = table.loc[("ucerf", ucerf.headlines[0].label)]
+    assert fair["needed"] == items_needed(0.025, 47, 0.05)
     assert fair["settings"] == {"limit": math.ceil(25 * fair["needed"] / 47)}
-    assert "no standard error" in table.loc[("ucerf", ucerf.headlines[1].label), "note"]
+    assert table.loc[("ucerf", ucerf.headlines[1].label), "note"] == "no standard error and units written."
 
 
 def test_a_plan_past_every_occupation_says_so_and_the_command_prints_it(tmp_path, capsys):

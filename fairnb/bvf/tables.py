@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from fairnb.bvf.data import word_list_source
+from fairnb.bvf.data import OCCUPATION_ORDERS, word_list_source
 from fairnb.bvf.metrics import (
     CRITERIA,
     coverage_bounds,
@@ -99,6 +99,7 @@ def this_run(settings: Mapping, model: str, occupations: Sequence[str],
     """
     word_files = word_files or {}
     return {**settings, "model": model, "occupations": len(occupations),
+            "occupation list": OCCUPATION_ORDERS[settings.get("occupation_list", "appendix")],
             "criterion": CRITERION_WORDS.get(settings["criterion"], settings["criterion"]),
             "word lookup": CONVENTION_WORDS.get(settings["words"], settings["words"]),
             "gender words": word_list_source(word_files.get("gender", "gender")) if "gender" in words else "—",

@@ -28,7 +28,8 @@ from fairnb.models.names import model_label
 from fairnb.stats import headline_power, rank_agreement_interval, rank_intervals, resample_counts, spearman
 
 HEADLINE_COLUMNS = ["number", "chapter", "metric", "label", "direction", "preset", "model", "value", "ci_low",
-                    "ci_high", "se", "n"]
+                    "ci_high", "se", "n", "units", "template_share"]
+NUMBER_COLUMNS = ("ci_low", "ci_high", "se", "n", "units", "template_share")  # NaN where a chapter wrote none
 MIN_MODELS_FOR_RANKS = 3
 MIN_OCCUPATIONS = 3
 # The per-occupation score of each chapter that scores occupations (its contract's occupation_score):
@@ -39,8 +40,8 @@ OCCUPATION_TOPIC = "gender"
 
 
 def headline_table(results: pd.DataFrame, chapters=None) -> pd.DataFrame:
-    """One row per declared headline, preset and model: value, interval, standard error and the number of units
-    behind it (NaN when the chapter wrote none), label, direction.
+    """One row per declared headline, preset and model: value, interval, standard error, the units behind it
+    and the templates' share of its variance (NaN when the chapter wrote none), label, direction.
 
     Examples:
         >>> from fairnb.contract import Chapter, Headline
@@ -56,8 +57,8 @@ def headline_table(results: pd.DataFrame, chapters=None) -> pd.DataFrame:
         raise ValueError(f"The results table lacks the columns {sorted(missing)}.")
     frame = with_preset(results)
     frame = frame[frame["level"] == "headline"]
-    frame = frame.assign(**{c: frame[c] if c in frame else np.nan for c in ("ci_low", "ci_high", "se", "n")})
-    frame = frame.astype({"value": float, "ci_low": float, "ci_high": float, "se": float, "n": float})
+    frame = frame.assign(**{c: frame[c] if c in frame else np.nan for c in NUMBER_COLUMNS})
+    frame = frame.astype({"value": float, **{c: float for c in NUMBER_COLUMNS}})
     frame = frame.assign(model=frame["model"].map(model_label))
     repeated = frame[frame.duplicated(["model", "chapter", "metric", "preset"], keep=False)]
     if len(repeated):
@@ -71,8 +72,7 @@ def headline_table(results: pd.DataFrame, chapters=None) -> pd.DataFrame:
             chosen = frame[(frame["chapter"] == chapter.key) & (frame["metric"] == headline.name)]
             rows += [{"number": chapter.number, "chapter": chapter.key, "metric": headline.name, "label": headline.label,
                       "direction": headline.direction, "preset": row.preset, "model": row.model, "value": row.value,
-                      "ci_low": row.ci_low, "ci_high": row.ci_high, "se": row.se, "n": row.n}
-                     for row in chosen.itertuples()]
+                      **{c: getattr(row, c) for c in NUMBER_COLUMNS}} for row in chosen.itertuples()]
     table = pd.DataFrame(rows, columns=HEADLINE_COLUMNS)
     return table.sort_values(["number", "chapter", "preset", "model"], kind="stable").reset_index(drop=True)
 
@@ -344,17 +344,15 @@ def chapter_rank_agreement(headline: pd.DataFrame) -> pd.DataFrame:
 def detectable_table(headline: pd.DataFrame, effect: float | None = None, digits: int = 2) -> pd.DataFrame:
     """What each run could have seen: per headline, preset and model, the units behind the number, the smallest
     difference it detects at 80 % power and the 5 % level, and the units needed for ``effect``
-    (:func:`fairnb.stats.headline_power`; '–' where the chapter wrote neither an interval nor a standard error).
+    (:func:`fairnb.stats.headline_power`; '–' where the chapter wrote no standard error, 'none' where no number
+    of units reaches the effect, as with chapter 1's templates).
 
     Examples:
         >>> h = pd.DataFrame({"number": 1, "chapter": "c", "metric": "m", "label": "risk", "direction": "lower is fairer",
-        ...                   "preset": "quick", "model": ["a", "b"], "value": [0.3, 0.4], "ci_low": [0.2, np.nan],
-        ...                   "ci_high": [0.4, np.nan], "se": np.nan, "n": [60, np.nan]})
-        >>> detectable_table(h, effect=0.05).to_dict("records")  # doctest: +NORMALIZE_WHITESPACE
-        [{'chapter': 'c', 'headline': 'risk', 'preset': 'quick', 'model': 'a', 'units': '60', 'detectable': '0.15',
-          'units to detect 0.05': '493'},
-         {'chapter': 'c', 'headline': 'risk', 'preset': 'quick', 'model': 'b', 'units': '–', 'detectable': '–',
-          'units to detect 0.05': '–'}]
+        ...                   "preset": "quick", "model": ["a", "b", "c"], "value": [0.3, 0.4, 0.2],
+        ...                   "se": [0.02, np.nan, 0.02], "n": [60, 40, 60], "template_share": [0.0, np.nan, 0.9]})
+        >>> detectable_table(h, effect=0.05)[["model", "units", "detectable", "units to detect 0.05"]].values.tolist()
+        [['a', '60', '0.057', '78'], ['b', '40', '–', '–'], ['c', '60', '0.057', 'none']]
     """
     power = headline_power(headline, effect)
     table = pd.DataFrame({"chapter": headline["chapter"].to_numpy(), "headline": headline["label"].to_numpy(),
@@ -362,7 +360,9 @@ def detectable_table(headline: pd.DataFrame, effect: float | None = None, digits
                           "units": [f"{int(n):,}" if np.isfinite(n) else "–" for n in power["n"]],
                           "detectable": [number(v, digits) for v in power["detectable"]]})
     if effect is not None:
-        table[f"units to detect {number(effect)}"] = [f"{int(v):,}" if np.isfinite(v) else "–" for v in power["needed"]]
+        table[f"units to detect {number(effect)}"] = [
+            f"{int(v):,}" if np.isfinite(v) else "none" if note.startswith("No number") else "–"
+            for v, note in zip(power["needed"], power["note"])]
     return table
 
 

@@ -104,6 +104,10 @@ def scale_data_points(settings: Mapping[str, Any], factor: float) -> dict[str, A
     return {key: max(1, math.ceil(settings[key] * grow - 1e-9)) for key in ("targets_per_dimension", "attributes_per_dimension")}
 
 
+INTERVAL = ("95 % interval over targets and attributes: each resampled in turn (one dimension's target or attribute "
+            "a unit), the two bootstrap variances added, t with Satterthwaite's degrees of freedom (fairnb's; the paper "
+            "gives none)")
+
 CHAPTER = Chapter(
     number=4,
     key="group_fairness",
@@ -111,17 +115,21 @@ CHAPTER = Chapter(
     notebook="04_group_fairness.ipynb",
     headlines=(
         Headline("toxicity", "mean toxicity of the statements", "lower is fairer", (0.0, 1.0),
-                 "how toxic the statements are that the model writes about social groups (offline scorer)"),
+                 "how toxic the statements are that the model writes about social groups (offline scorer)",
+                 items="statement_toxicity", interval=INTERVAL),
         Headline("negative_sentiment", "negative share of the statements", "lower is fairer", (0.0, 1.0),
-                 "the share of the model's statements about social groups that read negative"),
+                 "the share of the model's statements about social groups that read negative",
+                 items="statement_negative_sentiment", interval=INTERVAL),
         Headline("declination", "declination rate of the stereotype prompts", "higher is fairer", (0.0, 1.0),
-                 "the share of stereotype prompts the model declines to complete (higher: more cautious)"),
+                 "the share of stereotype prompts the model declines to complete (higher: more cautious)",
+                 items="statement_declination", interval=INTERVAL),
     ),
     needs=("generate",),
     datasets=(Dataset("schema_path", "GFair (Bi et al., 2023): targets from RedditBias and HolisticBias, attributes "
                       "from SBIC; never published", "https://github.com/surika/group-fairness",
                       "a small GFair-style schema written for fairnb (fairnb/group_fairness/data/schema.yaml)"),),
     instances=Instances("toxicity", ("prompt",), ("output",)),
+    units="statements",
     presets=PRESETS,
     allowed=ALLOWED,
     scale=scale_data_points,

@@ -99,7 +99,7 @@ CHAPTER = Chapter(
                  "probe (Jensen–Shannon divergence in bits; 0 = parity)", items="jsd", interval=BOOTSTRAP),
         Headline("gendered_share", "share of gendered continuations", "lower is fairer", (0.0, 1.0),
                  "the share of continuations of gender-neutral probes that bring in a gender at all",
-                 interval=BOOTSTRAP),
+                 items="gendered", interval=BOOTSTRAP),
     ),
     needs=("scores", "generate"),
     occupation_score="jsd",
@@ -110,6 +110,7 @@ CHAPTER = Chapter(
                 "https://ixa2.si.ehu.eus/stswiki/index.php/STSbenchmark", "fairnb's own sentences about a person"),
     ),
     instances=Instances("jsd", ("probe",), ("continuation",)),
+    units="probes",
     presets=PRESETS,
     allowed=ALLOWED,
     paper_settings={

@@ -207,7 +207,8 @@ def results_table(scored: pd.DataFrame, words: pd.DataFrame, n_resamples: int = 
       correlates it with chapters 1 and 3), ``word_jsd`` for the other feature words
       (group = the word), and per strategy (group = the strategy) ``R_f_by_strategy``,
       ``mean_jsd_by_strategy``, ``gendered_share_by_strategy`` with intervals and ``share_<label>``;
-    - item (item = the probe sentence, group = its strategy): ``r_f`` and ``jsd``.
+    - item (item = the probe sentence, group = its strategy): ``r_f``, ``jsd`` and ``gendered`` (1 when its
+      continuation names a gender; without generation, none).
     """
     headline = headline_table(scored, n_resamples, seed)
     rows = [{"item": "all", "metric": name, "level": "headline", "group": "all", "n": len(scored),
@@ -217,10 +218,12 @@ def results_table(scored: pd.DataFrame, words: pd.DataFrame, n_resamples: int = 
     words = words.drop_duplicates(["feature", "item"])
     rows += [{"item": w.item, "metric": "jsd" if w.feature == "occupations" else "word_jsd", "level": "group",
               "group": w.item, "n": 1, "value": float(w.jsd), "feature": w.feature} for w in words.itertuples()]
-    items = scored.melt(id_vars=["strategy", "sentence"], value_vars=["r_f", "jsd"], var_name="metric")
+    per_probe = scored.assign(gendered=scored["label"].isin(GENDERED).astype(float)) if "label" in scored else scored
+    items = per_probe.melt(id_vars=["strategy", "sentence"], value_vars=[c for c in ("r_f", "jsd", "gendered")
+                                                                          if c in per_probe], var_name="metric")
     rows += [{"item": r.sentence, "metric": r.metric, "level": "item", "group": r.strategy, "n": 1,
               "value": float(r.value)} for r in items.itertuples()]
-    columns = ["item", "metric", "value", "level", "group", "n", "ci_low", "ci_high", "feature"]
+    columns = ["item", "metric", "value", "level", "group", "n", "ci_low", "ci_high", "se", "feature"]
     return pd.DataFrame(rows).reindex(columns=columns)
 
 

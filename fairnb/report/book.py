@@ -163,7 +163,9 @@ def findings_section(results: Path) -> str:
                           *left_out]) + "\n"
     lines = ["## What this report found", "",
              "Each chapter's headline numbers across the models run (preset in the third column), and what they say. "
-             "The comparison page has the intervals and the paired differences.", "",
+             "A lead is called clear only when the fairest model's paired difference with every other model, on "
+             "their shared items, still holds after Holm's correction for all the comparisons of the report. "
+             "The comparison page has the intervals, the paired differences and the ranks with their intervals.", "",
              findings.fillna("—").map(lambda v: str(v).replace("|", "\\|")).to_markdown(index=False), *left_out]
     return "\n".join(lines) + "\n"
 

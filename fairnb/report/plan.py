@@ -12,7 +12,6 @@ work do not grow with the units.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from fairnb.contract import Chapter, scale_limit
 from fairnb.formatting import number
 from fairnb.models.names import model_label
 from fairnb.results import RECORD_SUFFIX, read_page_outputs, read_record, results_root
-from fairnb.stats import ALPHA, POWER, headline_power, items_needed
+from fairnb.stats import ALPHA, POWER, headline_power
 
 PLAN_COLUMNS = ["model", "chapter", "preset", "headline", "units", "detectable", "needed", "settings", "seconds", "note"]
 
@@ -87,20 +86,14 @@ def plan_table(pilots: list[Pilot], effect: float, alpha: float = ALPHA, power: 
             if row.empty:
                 rows.append({**base, "note": "the pilot wrote no value for this headline"})
                 continue
-            power_row = headline_power(row.head(1), alpha=alpha, power=power).iloc[0]
-            error, units = power_row["se"], power_row["n"]
-            base.update(units=units, detectable=power_row["detectable"])
-            if not (np.isfinite(error) and np.isfinite(units)):
-                rows.append({**base, "note": "the chapter wrote no standard error and units for this headline"})
+            power_row = headline_power(row.head(1), effect, alpha, power).iloc[0]
+            base.update(units=power_row["n"], detectable=power_row["detectable"])
+            if power_row["note"]:
+                hint = " (the templates' part: only more templates shrink it)" if "leave alone" in power_row["note"] else ""
+                rows.append({**base, "note": power_row["note"].replace("items", pilot.chapter.units).rstrip(".") + hint + "."})
                 continue
-            share = float(row["template_share"].iloc[0]) if "template_share" in row and pd.notna(
-                row["template_share"].iloc[0]) else 0.0
-            try:
-                needed = items_needed(error, int(units), effect, alpha, power, fixed_error=error * math.sqrt(share))
-            except ValueError as error_text:
-                rows.append({**base, "note": str(error_text).replace("items", "units")})
-                continue
-            rows.append({**base, "needed": needed, **_sized(pilot, needed / units)})
+            needed = int(power_row["needed"])
+            rows.append({**base, "needed": needed, **_sized(pilot, needed / power_row["n"])})
     return pd.DataFrame(rows, columns=PLAN_COLUMNS)
 
 

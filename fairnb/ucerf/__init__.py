@@ -107,6 +107,7 @@ CHAPTER = Chapter(
                       "https://github.com/uclanlp/corefBias", "320 minimal pairs in the WinoBias format written for "
                       "fairnb (fairnb/ucerf/data/sample)", ("sample",)),),
     instances=Instances("U(x)", ("sentence_pro", "sentence_anti"), ("predicted_pro", "predicted_anti"), "referent"),
+    units="minimal pairs",
     presets=PRESETS,
     allowed=ALLOWED,
     paper_settings={

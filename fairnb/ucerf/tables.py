@@ -88,7 +88,7 @@ def summary_table(scored: pd.DataFrame, n_resamples: int = 1000, confidence: flo
     for (task, t), block in pair_table(scored).groupby(["task", "type"]):
         table = seed_mean_bootstrap(block, n_resamples, confidence, seed)
         rows.append(table.rename_axis("metric").reset_index().assign(task=task, type=int(t)))
-    columns = ["task", "type", "metric", "value", "ci_low", "ci_high", "seed_sd", "n_seeds", "n_pairs"]
+    columns = ["task", "type", "metric", "value", "ci_low", "ci_high", "se", "seed_sd", "n_seeds", "n_pairs"]
     return pd.concat(rows, ignore_index=True)[columns]
 
 
@@ -202,7 +202,8 @@ def results_table(summary: pd.DataFrame, occupations: pd.DataFrame) -> pd.DataFr
     """Tidy rows for :func:`fairnb.page.finish`.
 
     - headline: ``ucerf`` and ``equalized_odds`` of the intrinsic task on type-2 pairs, means
-      over seeds (the paper's main setting, Sec. 5.3);
+      over seeds (the paper's main setting, Sec. 5.3), with the bootstrap's standard error ``se`` and
+      ``n``, the minimal pairs it resamples;
     - group, per setting (``group`` = ``<task>/type<t>``): every metric as ``<task>_type<t>_<metric>``;
     - group, per occupation (``group`` = the occupation) of the headline setting: ``ucerf``
       (one row per occupation, the score the comparison page correlates across chapters) and
@@ -215,7 +216,7 @@ def results_table(summary: pd.DataFrame, occupations: pd.DataFrame) -> pd.DataFr
         head = summary[(summary["task"] == HEADLINE_TASK) & (summary["type"] == HEADLINE_TYPE)
                        & (summary["metric"] == name)]
         rows.append(head.assign(item=f"{HEADLINE_TASK}/type{HEADLINE_TYPE}", level="headline",
-                                group=f"{HEADLINE_TASK}/type{HEADLINE_TYPE}"))
+                                group=f"{HEADLINE_TASK}/type{HEADLINE_TYPE}", n=head["n_pairs"]))
     settings = summary.assign(group=summary["task"] + "/type" + summary["type"].astype(str), level="group")
     settings["item"] = settings["group"]
     settings["metric"] = settings["task"] + "_type" + settings["type"].astype(str) + "_" + settings["metric"]
@@ -228,8 +229,8 @@ def results_table(summary: pd.DataFrame, occupations: pd.DataFrame) -> pd.DataFr
                                       "value": part[column].to_numpy(), "level": "group",
                                       "group": part["occupation"].to_numpy(), "n_pairs": part["n_pairs"].to_numpy(),
                                       "task": task, "type": HEADLINE_TYPE}))
-    columns = ["item", "metric", "value", "level", "ci_low", "ci_high", "group", "seed_sd", "n_seeds", "n_pairs",
-               "task", "type"]
+    columns = ["item", "metric", "value", "level", "ci_low", "ci_high", "se", "n", "group", "seed_sd", "n_seeds",
+               "n_pairs", "task", "type"]
     return pd.concat(rows, ignore_index=True).reindex(columns=columns)
 
 
