@@ -8,7 +8,7 @@ from scipy.stats import spearmanr
 
 import fairnb
 from fairnb.comparison import tables as comparison
-from fairnb.results import load_results, read_results, results_file, write_results
+from fairnb.results import load_results, read_results, results_file, write_page_outputs
 
 OCCUPATIONS = ["nurse", "doctor", "pilot", "teacher", "engineer", "secretary"]
 
@@ -32,7 +32,7 @@ def synthetic_results(root, models=("default", "gemma-3-270m"), preset="quick", 
                 rows += [{"item": o, "group": spellings[chapter.key](o), "level": "group",
                           "metric": chapter.occupation_score, "value": sign * b + n}
                          for o, b, n in zip(OCCUPATIONS, base + m, noise)]
-            write_results(pd.DataFrame(rows), model, chapter, root, preset=preset)
+            write_page_outputs(model, chapter, preset, results=pd.DataFrame(rows), results_dir=root)
     return read_results(root)
 
 
@@ -122,8 +122,8 @@ def test_models_are_ranked_by_each_headline_on_the_comparison_page(tmp_path):
     ucerf = fairnb.chapter("ucerf")
     values = {"a": (0.9, 0.30), "b": (0.8, 0.10), "c": (0.7, 0.20), "d": (0.6, 0.40)}  # (UCerF, EO)
     for model, (u, eo) in values.items():
-        write_results(pd.DataFrame({"item": "all", "metric": ["ucerf", "equalized_odds"], "value": [u, eo],
-                                    "level": "headline"}), model, ucerf, tmp_path)
+        write_page_outputs(model, ucerf, results=pd.DataFrame({"item": "all", "metric": ["ucerf", "equalized_odds"],
+                                                             "value": [u, eo], "level": "headline"}), results_dir=tmp_path)
     headline = comparison.headline_table(read_results(tmp_path))
     ranks = comparison.model_ranks(headline).set_index("model")
     assert ranks["ucerf:ucerf"].tolist() == [1, 2, 3, 4]  # higher UCerF is fairer
@@ -162,7 +162,7 @@ def ranked_results(root, models=("a", "b", "c", "d")) -> pd.DataFrame:
                 for h in bvf.headlines]
         rows += [{"item": o, "group": o, "metric": metric, "value": float(v), "level": "group", "topic": "gender"}
                  for metric in ("r", "r_b", "r_v") for o, v in zip(occupations, r)]
-        write_results(pd.DataFrame(rows), model, bvf, root)
+        write_page_outputs(model, bvf, results=pd.DataFrame(rows), results_dir=root)
     return read_results(root)
 
 

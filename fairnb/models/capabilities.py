@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from fairnb.models.served_spec import is_served, parse_spec
+from fairnb.models.names import ModelSpec
 
 CAPABILITIES = ("scores", "generate", "embeddings")
 WHAT = {"scores": "token probabilities", "generate": "generated text", "embeddings": "input embeddings"}
@@ -39,7 +39,7 @@ def describe_missing(model: str, missing: Iterable[str]) -> str:
     """
     missing = sorted(set(missing))
     what = " or ".join(WHAT.get(m, m) for m in missing)
-    if not is_served(model):
+    if not ModelSpec.parse(model, strict=False).served:
         return f"{model} gives no {what}, which this chapter needs."
     sentence = f"{model} serves text only: it gives no {what}"
     if "scores" in missing:
@@ -74,10 +74,10 @@ def capabilities(model_spec: str) -> tuple[str, ...]:
         >>> capabilities("openai:m@http://h/v1"), capabilities("openai:m@http://h/v1?logprobs=true&tokenizer=default")
         (('generate',), ('scores', 'generate'))
     """
-    if not is_served(model_spec):
+    server = ModelSpec.parse(model_spec).server
+    if server is None:
         return CAPABILITIES
-    spec = parse_spec(model_spec)
-    return ("scores", "generate") if spec.logprobs and spec.tokenizer else ("generate",)
+    return ("scores", "generate") if server.logprobs and server.tokenizer else ("generate",)
 
 
 def missing_for(chapter_needs: Iterable[str], model_spec: str) -> str:

@@ -52,11 +52,10 @@ import pandas as pd
 import yaml
 
 import fairnb
-from fairnb.comparison.records import SCHEMA_VERSION, check_instance, check_record, finite, model_id, read_eee_record, split_model
+from fairnb.comparison.records import SCHEMA_VERSION, check_instance, check_record, finite, read_eee_record
 from fairnb.contract import Chapter, Dataset, Headline
 from fairnb.models.cache import atomic_write_text
-from fairnb.models.names import EMBEDDED_SOURCES, model_label, model_slug
-from fairnb.models.served_spec import is_served, parse_spec
+from fairnb.models.names import EMBEDDED_SOURCES, ModelSpec, model_label, model_slug
 from fairnb.page import RUN_CARD_MIME, SETTINGS_MIME
 from fairnb.report.parameters import parameter_defaults
 from fairnb.report.planning import NOTEBOOKS_DIR
@@ -216,15 +215,14 @@ def content_hash(record: Mapping[str, Any]) -> str:
 
 def model_info(run: FinishedRun) -> dict:
     """The record's ``model_info``: the model's id, where it ran, and in what form its weights were."""
-    ident = model_id(run.model)
-    served = is_served(run.model)
-    base = split_model(run.model)[0]
+    spec = ModelSpec.parse(run.model, strict=False)
+    ident, base, served = spec.model_id, spec.base_spec, spec.served
     details = {"deployment_type": "unknown" if served else "self_deployed",
                "model_availability": "unknown" if served else "open_weights", "fairnb_model": run.label}
-    if base in EMBEDDED_SOURCES:
-        details["weights"] = EMBEDDED_SOURCES[base][1]
-    if ident != model_id(base):
-        details["fine_tune"] = f"fairnb's LoRA fine-tune '{ident.rsplit('+', 1)[1]}' of {model_id(base)}"
+    if base.embedded:
+        details["weights"] = EMBEDDED_SOURCES[base.name][1]
+    if spec.variant:
+        details["fine_tune"] = f"fairnb's LoRA fine-tune '{spec.variant}' of {base.model_id}"
     for key in ("device", "kind"):
         if run.run_card.get(key):
             details[key] = run.run_card[key]
@@ -233,7 +231,7 @@ def model_info(run: FinishedRun) -> dict:
     info: dict[str, Any] = {"name": run.label, "id": ident}
     if "/" not in ident:
         info["developer"] = "unknown"
-    info["inference_platform"] = (f"OpenAI-compatible server at {parse_spec(run.model).base_url}" if served
+    info["inference_platform"] = (f"OpenAI-compatible server at {spec.server.base_url}" if spec.server is not None
                                   else "local: transformers, driven by fairnb")
     if not served and run.run_card.get("transformers"):
         info["inference_engine"] = {"name": "transformers", "version": run.run_card["transformers"]}
