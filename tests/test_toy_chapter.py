@@ -105,3 +105,27 @@ def test_the_book_holds_the_toy_chapters_page_and_lists_it(ran, registered):
     assert "Toy coin" in text and "fair coin" in text
     assert "6. Toy coin" in (html / "intro.html").read_text()
     assert "toy_coin" in (html / "comparison.html").read_text() and (html / "reproduction.html").exists()
+
+
+TEMPLATE = Path(__file__).resolve().parents[1] / "docs" / "method_template"
+
+
+def test_the_method_template_passes_the_common_chapter_checks(tmp_path, monkeypatch):
+    """docs/method_template, the files of a new chapter, runs as it is and follows the interface."""
+    import doctest
+    import importlib
+
+    monkeypatch.setenv("FAIRNB_CHAPTERS", "my_method")
+    monkeypatch.syspath_prepend(str(TEMPLATE))
+    template = fairnb.chapter("my_method")
+    monkeypatch.setattr(common, "notebook_path", lambda chapter: TEMPLATE / chapter.notebook)
+    for check in (common.test_the_package_exports_the_interface, common.test_the_interface_has_one_signature,
+                  common.test_a_bad_value_of_every_declared_setting_is_refused_in_one_sentence,
+                  common.test_every_figure_is_themed_takes_a_title_and_returns_the_figure,
+                  common.test_a_library_default_is_one_of_the_chapters_presets,
+                  common.test_the_notebook_passes_every_setting_a_preset_fixes_by_name,
+                  common.test_the_page_finishes_with_one_call_that_records_what_the_papers_numbers_need):
+        check(template)
+    common.test_the_rows_it_writes_follow_the_schema_and_its_contract(template, tmp_path)
+    for part in ("data", "metrics"):
+        assert doctest.testmod(importlib.import_module(f"my_method.{part}")).failed == 0
