@@ -3,9 +3,9 @@
     python -m fairnb run --models default,gemma-3-270m --chapters all --limit 50 --out book/runs
     python -m fairnb run --config run.yaml          # the same settings as a YAML mapping
     python -m fairnb book --runs book/runs
-    python -m fairnb reproduce --paper 1          # the paper's open models under preset=paper, or the plan
+    python -m fairnb reproduce --paper N          # the paper's open models under preset=paper, or the plan
     python -m fairnb export --runs book/runs --format eee OUT/   # Every Eval Ever records of every run
-    python -m fairnb plan --chapters 1 --effect 0.02 --runs book/runs   # the run that detects 0.02, from a pilot
+    python -m fairnb plan --chapters N --effect 0.02 --runs book/runs   # the run that detects 0.02, from a pilot
 
 A config file holds any of ``models``, ``chapters``, ``limit``, ``params`` (a mapping),
 ``out``, ``results``, ``executor``, ``scheduler``, ``workers``, ``force``, ``timeout``,

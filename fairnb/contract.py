@@ -243,8 +243,9 @@ class Instances:
 class Chapter:
     """A chapter's contract: number, key (results file and package name), title, notebook, headlines.
 
-    ``occupation_score`` names the metric of its per-occupation group rows (the gender topic's,
-    where the chapter has topics), which the comparison page matches across chapters.
+    ``occupation_score`` names the metric of its per-occupation group rows, which the comparison page
+    matches across chapters; ``occupation_rows`` narrows them by other columns (a chapter that scores
+    occupations on several topics names the one the others measure, e.g. ``{"topic": "gender"}``).
     ``needs`` names what the chapter asks of a model (``scores``: token probabilities,
     ``generate``: text, ``embeddings``: input embeddings); the runner skips a model that
     cannot give them, with the reason. ``datasets`` are the data its headlines are computed on,
@@ -252,6 +253,13 @@ class Chapter:
     (both for the exported records, :mod:`fairnb.report.eee`).
     ``allowed`` declares the values each setting may take (:class:`Allowed`), which
     :meth:`check_settings` enforces before any kernel starts.
+
+    What the reproduction page needs of the paper: ``paper_metrics``, the result metrics besides the
+    headlines that its printed numbers may name (its ``data/published.csv``); ``unprinted_models``, the
+    models it evaluates whose numbers its text does not print (name as the paper writes it -> hub id),
+    ranked among the others; ``paper_work``, what a ``preset=paper`` run computes per model, in words.
+    ``package`` is the module that holds the chapter (``fairnb.<key>``; a chapter developed outside
+    fairnb names its own) and ships its ``data/`` (:meth:`shipped`).
 
     Examples:
         >>> ch = Chapter(9, "demo", "A demo", "09_demo.ipynb", (Headline("x", "x", "lower is fairer"),))
@@ -269,6 +277,11 @@ class Chapter:
     paper_settings: Mapping[str, PaperSetting] = field(default_factory=dict)
     citation: Citation | None = None
     occupation_score: str = ""
+    occupation_rows: Mapping[str, Any] = field(default_factory=dict)
+    paper_metrics: tuple[str, ...] = ()
+    unprinted_models: Mapping[str, str] = field(default_factory=dict)
+    paper_work: str = ""
+    package: str = ""
     allowed: Mapping[str, Allowed] = field(default_factory=dict)
     datasets: tuple[Dataset, ...] = ()
     instances: Instances | None = None
@@ -285,6 +298,9 @@ class Chapter:
         object.__setattr__(self, "headline_names", tuple(h.name for h in self.headlines))
         object.__setattr__(self, "presets", MappingProxyType({k: MappingProxyType(dict(v)) for k, v in self.presets.items()}))
         object.__setattr__(self, "paper_settings", MappingProxyType(dict(self.paper_settings)))
+        object.__setattr__(self, "occupation_rows", MappingProxyType(dict(self.occupation_rows)))
+        object.__setattr__(self, "unprinted_models", MappingProxyType(dict(self.unprinted_models)))
+        object.__setattr__(self, "package", self.package or f"fairnb.{self.key}")
         object.__setattr__(self, "allowed", MappingProxyType(dict(self.allowed)))
         unknown = set(self.needs) - set(CAPABILITIES)
         if unknown:
@@ -317,6 +333,19 @@ class Chapter:
             if key in resolved and not (isinstance(value, str) and value == NOT_GIVEN):
                 resolved[key] = value
         return resolved
+
+    def shipped(self, name: str) -> Path:
+        """A data file the chapter's package ships in its ``data/`` folder (one sentence when it has none).
+
+        Examples:
+            >>> import fairnb
+            >>> fairnb.chapters()[0].shipped("published.csv").parent.name
+            'data'
+        """
+        path = Path(str(files(self.package).joinpath("data", name)))
+        if not name or not path.exists():
+            raise ValueError(f"Chapter {self.number} ({self.key}) ships no data file {name!r} in {self.package}.")
+        return path
 
     def check_settings(self, settings: Mapping[str, Any]) -> None:
         """One sentence for the first setting whose value :attr:`allowed` does not allow (``NOT_GIVEN``: the
@@ -369,8 +398,8 @@ def scale_limit(settings: Mapping[str, Any], factor: float, most: int | None = N
 def shared_occupations() -> list[str]:
     """The occupations the chapters share: WinoBias's 40 (Zhao et al., 2018), ``fairnb/data/winobias_occupations.tsv``.
 
-    Chapter 2 scores them, chapter 3's minimal pairs name them and chapter 1's quick preset scores them
-    first, so that the comparison page's within-model agreement rests on all of them.
+    The chapters that score occupations score these first (where a chapter's data holds more), so that the
+    comparison page's within-model agreement rests on all of them.
 
     Examples:
         >>> names = shared_occupations()

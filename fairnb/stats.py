@@ -263,7 +263,7 @@ def items_needed(standard_error: float, n: int, effect: float, alpha: float = AL
     The items' spread σ = SE·√n is taken from a run of ``n`` items with standard error
     ``standard_error``; the answer assumes more items of the same kind (σ stays, the standard
     error shrinks as 1/√n). ``fixed_error`` is a part of the standard error that more items leave
-    as it is (chapter 1's templates, when only occupations are added): then
+    as it is (templates, when only occupations are added): then
     SE(m)² = (SE² − fixed²)·n/m + fixed², and a difference at or below 2.8 × the fixed part is out of
     reach of any number of items, which is one sentence. At least 2.
 
@@ -324,9 +324,9 @@ def headline_power(rows: pd.DataFrame, effect: float | None = None, alpha: float
     """For each headline row, the difference its run can detect and the units needed for ``effect``.
 
     A row's standard error is its ``se`` (the chapter's own, from its resamples); its units are
-    ``units`` where the chapter writes them apart from ``n`` (chapter 5: pivot sets, where ``n``
+    ``units`` where the chapter writes them apart from ``n`` (pivot sets, where ``n``
     counts samples), else ``n``: the occupations, probes, pairs, statements or pivot sets behind the
-    number. A ``template_share`` (chapter 1: the share of the variance that the templates bring) is a
+    number. A ``template_share`` (the share of the variance that a second sample, templates, brings) is a
     part of the error that more units leave as it is (:func:`items_needed`'s ``fixed_error``).
     Returns ``se``, ``n``, ``detectable`` (:func:`detectable_effect`), and with an ``effect``,
     ``needed`` (:func:`items_needed`) and ``note``: why ``needed`` is NaN (no standard error or

@@ -30,7 +30,6 @@ from jsonschema import Draft7Validator
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 import fairnb
-from fairnb.comparison import OCCUPATION_SCORES
 from fairnb.report import book, runner
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -48,7 +47,8 @@ pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="no Chromium at /u
 def contract_source(chapter) -> str:
     """Python that rebuilds ``chapter``'s contract without importing its method package (fast kernels)."""
     headlines = "".join(f"Headline({h.name!r}, {h.label!r}, {h.direction!r}), " for h in chapter.headlines)
-    return f"Chapter({chapter.number}, {chapter.key!r}, {chapter.title!r}, {chapter.notebook!r}, ({headlines}))"
+    return (f"Chapter({chapter.number}, {chapter.key!r}, {chapter.title!r}, {chapter.notebook!r}, ({headlines}), "
+            f"paper_metrics={chapter.paper_metrics!r})")
 
 
 def tiny_chapter(chapter) -> nbformat.NotebookNode:
@@ -58,7 +58,7 @@ def tiny_chapter(chapter) -> nbformat.NotebookNode:
     columns = [*spec.inputs, *spec.outputs, *([spec.reference] if spec.reference else [])]
     rows = ([f"{{'item': 'all', 'metric': {h.name!r}, 'level': 'headline', 'value': base + {k} / 10, "
              f"'ci_low': base, 'ci_high': base + 1}}" for k, h in enumerate(chapter.headlines)]
-            + [f"{{'item': {o!r}, 'group': {o!r}, 'level': 'group', 'metric': {OCCUPATION_SCORES[chapter.key]!r}, "
+            + [f"{{'item': {o!r}, 'group': {o!r}, 'level': 'group', 'metric': {chapter.occupation_score!r}, "
                f"'value': base + {k} * {1 if chapter.key == 'bvf' else -1}}}"
                for k, o in enumerate(["nurse", "pilot", "doctor", "teacher"])])
     return new_notebook(cells=[

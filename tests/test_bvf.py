@@ -987,7 +987,9 @@ def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path, preset):
              "paper": ["accountant", "administrator", "advisor"]}[preset]  # Appendix D.1 as printed
     assert sorted(occupations["group"]) == first
     assert headline.at["R", "value"] == pytest.approx(occupations["value"].mean())
-    text = out.read_text()
+    from page_checks import shown_text
+
+    text = shown_text(out)  # what the run showed, never the notebook's own words
     assert "+stereotyped" in text and "R^b" in text  # the tiny model fine-tuned and scored before and after
     assert "R = " in text and "±" in text
     assert "calculate.py" in text and "from Eq. 2 (R - R^v/2, R^b, R^v/2)" in text  # the printed pipeline beside Eq. 2

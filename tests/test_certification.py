@@ -908,7 +908,9 @@ def test_notebook_runs_on_tiny_model(preset, tiny_gpt2_path, tmp_path):
     assert (results[results.metric == "coverage"].value >= 0.9).all()
     ablated = set(results.loc[results.metric == "ablation_mean_lower", "group"])
     assert ablated == set(parameters.get("ablations") or cert.PRESETS[preset]["ablations"])
-    text = (tmp_path / "out.ipynb").read_text()
+    from page_checks import shown_text
+
+    text = shown_text(tmp_path / "out.ipynb")  # what the run showed, never the notebook's own words
     assert "mean token norm 2.7" not in text and "A soft prefix is a" in text
     assert "neutral_false_positive_rate" in text  # the regard scorer's agreement with the labelled sentences
     assert "regard_gap" in text and "official" in text  # both detector rules on the same answers

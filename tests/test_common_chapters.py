@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 import inspect
 import math
 from pathlib import Path
@@ -38,7 +39,11 @@ def chapter(request):
 
 
 def package(chapter):
-    return importlib.import_module(f"fairnb.{chapter.key}")
+    return importlib.import_module(chapter.package)
+
+
+def notebook_path(chapter) -> Path:
+    return ROOT / "notebooks" / chapter.notebook
 
 
 def exported_functions(chapter) -> dict:
@@ -47,7 +52,7 @@ def exported_functions(chapter) -> dict:
 
 
 def notebook_code(chapter) -> list[str]:
-    return [cell.source for cell in nbformat.read(ROOT / "notebooks" / chapter.notebook, as_version=4).cells
+    return [cell.source for cell in nbformat.read(notebook_path(chapter), as_version=4).cells
             if cell.cell_type == "code"]
 
 
@@ -81,7 +86,7 @@ def test_the_package_exports_the_interface(chapter):
     assert all(hasattr(pkg, name) for name in pkg.__all__)
     assert set(METHOD_INTERFACE) <= set(pkg.__all__)
     assert pkg.CHAPTER is chapter and pkg.PRESETS == {k: dict(v) for k, v in chapter.presets.items()}
-    importlib.import_module(f"fairnb.{chapter.key}.plots")
+    importlib.import_module(f"{chapter.package}.plots")
     used = {node.func.attr for source in notebook_code(chapter) for node in ast.walk(ast.parse(source))
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
             and isinstance(node.func.value, ast.Name) and node.func.value.id == chapter.key}
@@ -123,7 +128,7 @@ def test_the_interface_has_one_signature(chapter):
 
 
 def test_every_figure_is_themed_takes_a_title_and_returns_the_figure(chapter):
-    plots = importlib.import_module(f"fairnb.{chapter.key}.plots")
+    plots = importlib.import_module(f"{chapter.package}.plots")
     figures = {name: f for name, f in inspect.getmembers(plots, inspect.isfunction)
                if f.__module__ == plots.__name__ and not name.startswith("_")}
     assert figures
@@ -135,8 +140,8 @@ def test_every_figure_is_themed_takes_a_title_and_returns_the_figure(chapter):
 
 
 def test_a_library_default_is_one_of_the_chapters_presets(chapter):
-    modules = [importlib.import_module(f"fairnb.{chapter.key}.{part}") for part in ("run", "tables", "metrics", "data")
-               if importlib.util.find_spec(f"fairnb.{chapter.key}.{part}")]
+    modules = [importlib.import_module(f"{chapter.package}.{part}") for part in ("run", "tables", "metrics", "data")
+               if importlib.util.find_spec(f"{chapter.package}.{part}")]
     functions = {**exported_functions(chapter),
                  **{f"{m.__name__}.{n}": f for m in modules for n, f in inspect.getmembers(m, inspect.isfunction)
                     if f.__module__ == m.__name__ and not n.startswith("_")}}
@@ -175,7 +180,7 @@ def test_the_rows_it_writes_follow_the_schema_and_its_contract(chapter, tmp_path
 
 
 def test_the_notebook_passes_every_setting_a_preset_fixes_by_name(chapter):
-    declared = set(declared_parameters(ROOT / "notebooks" / chapter.notebook))
+    declared = set(declared_parameters(notebook_path(chapter)))
     (call,) = calls(chapter, "settings")
     assert not call.args[1:], "settings are passed by name, never as a mapping such as globals()"
     assert {k.arg for k in call.keywords} == declared & set(chapter.presets["quick"])
@@ -183,7 +188,7 @@ def test_the_notebook_passes_every_setting_a_preset_fixes_by_name(chapter):
 
 def test_the_page_finishes_with_one_call_that_records_what_the_papers_numbers_need(chapter):
     code = "\n".join(notebook_code(chapter))
-    for forbidden in ("globals()", "write_results", "write_evidence", "write_page_outputs", "fairnb.report"):
+    for forbidden in ("globals()", "write_page_outputs", "fairnb.report"):
         assert forbidden not in code, forbidden
     (finish,) = calls(chapter, "finish")
     assert getattr(finish.func.value, "id", None) == "page"
@@ -192,5 +197,5 @@ def test_the_page_finishes_with_one_call_that_records_what_the_papers_numbers_ne
     keys = {k.value for k in recorded.keys if isinstance(k, ast.Constant)} if isinstance(recorded, ast.Dict) else set()
     published = load_published(chapter)
     needed = (condition_keys(published) if len(published) else set()) & set(
-        declared_parameters(ROOT / "notebooks" / chapter.notebook)) - set(chapter.presets["quick"]) - {"preset"}
+        declared_parameters(notebook_path(chapter))) - set(chapter.presets["quick"]) - {"preset"}
     assert needed <= keys, f"the page does not record {sorted(needed - keys)}, which the paper's numbers are judged by"

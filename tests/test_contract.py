@@ -93,3 +93,38 @@ def test_no_notebook_imports_the_layer_that_runs_it():
     assert len(pages) >= 8
     for notebook in pages:
         assert not re.search(r"fairnb\.report|from fairnb import [^\n]*\breport\b", notebook.read_text()), notebook.name
+
+
+def _without_doctests(source: str) -> str:
+    """Python source with the examples of its docstrings left out (a doctest may use a real chapter as data)."""
+    import ast
+    import doctest
+
+    parser = doctest.DocTestParser()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
+            doc = ast.get_docstring(node, clean=False)
+            if doc and ">>>" in doc:
+                source = source.replace(doc, "".join(part for part in parser.parse(doc) if isinstance(part, str)))
+    return source
+
+
+def test_no_chapter_is_named_outside_its_package_the_registry_and_the_notebooks():
+    """What one chapter knows lives in its package (or its contract); every other part of fairnb and the book's
+    pages read the registry, so a new method touches nothing else. Doctests may use a chapter as data."""
+    import re
+
+    chapters = fairnb.chapters()
+    numbers = "|".join(str(ch.number) for ch in chapters)
+    named = re.compile(r"(?<![\w/.-])(" + "|".join(ch.key for ch in chapters) + r")(?!\w)"
+                       r"|\b(?:[Cc]hapters?|[Cc]h\.|[Pp]apers?)\s+(?:" + numbers + r")\b")
+    packages = [ROOT / "fairnb" / ch.key for ch in chapters]
+    sources = [p for p in sorted((ROOT / "fairnb").rglob("*.py"))
+               if p != ROOT / "fairnb" / "__init__.py" and not any(pkg in p.parents for pkg in packages)]
+    sources += sorted((ROOT / "book").glob("*.ipynb")) + sorted((ROOT / "book").glob("*.md"))
+    found = []
+    for path in sources:
+        text = _without_doctests(path.read_text()) if path.suffix == ".py" else path.read_text()
+        found += [f"{path.relative_to(ROOT)}:{n}: {line.strip()[:100]}" for n, line in enumerate(text.splitlines(), 1)
+                  if named.search(line)]
+    assert not found, "\n".join(found)

@@ -8,7 +8,7 @@ import pytest
 from fairnb import bvf, certification, group_fairness, probing, ucerf
 from fairnb.contract import Chapter
 from fairnb.page import evidence_html, headline_values, shown_rows
-from fairnb.results import evidence_file, load_results, write_evidence
+from fairnb.results import evidence_file, load_results, write_page_outputs
 
 DEMO = Chapter(9, "demo", "Demo", "09_demo.ipynb", ())
 
@@ -39,15 +39,16 @@ def test_the_html_holds_every_shown_row_its_script_and_nothing_from_outside():
 def test_evidence_lands_beside_the_results_under_the_same_name_and_stays_out_of_the_results(tmp_path):
     assert evidence_file("default", DEMO, root=tmp_path) == tmp_path / "default" / "evidence" / "demo.parquet"
     frame = pd.DataFrame({"item": ["a", "b"], "score": [1.0, 2.0]})
-    path = write_evidence(frame, "default", DEMO, root=tmp_path, preset="paper")
+    rows = pd.DataFrame({"item": ["all"], "metric": ["score"], "value": [1.5], "level": ["item"]})
+    path = write_page_outputs("default", DEMO, "paper", results=rows, evidence=frame, results_dir=tmp_path).evidence
     assert path == tmp_path / "default" / "evidence" / "demo.paper.parquet"
     back = pd.read_parquet(path)
     assert back[["item", "score"]].equals(frame) and set(back["preset"]) == {"paper"} and set(back["chapter"]) == {"demo"}
     assert not list(path.parent.glob(".*.tmp"))  # written through a temporary file
     table, problems = load_results(tmp_path)
-    assert table.empty and not problems  # the comparison page never reads evidence as results
+    assert table["item"].tolist() == ["all"] and not problems  # the comparison page never reads evidence as results
     with pytest.raises(ValueError, match="evidence of chapter 'demo' is empty"):
-        write_evidence(frame.iloc[:0], "default", DEMO, root=tmp_path)
+        write_page_outputs("default", DEMO, results=rows, evidence=frame.iloc[:0], results_dir=tmp_path)
 
 
 def test_finish_writes_the_run_once_and_shows_the_capped_evidence_and_the_papers_numbers(tmp_path, monkeypatch):

@@ -14,7 +14,7 @@ import pytest
 import fairnb
 from fairnb import published
 from fairnb.bvf import CHAPTER as BVF
-from fairnb.results import write_results, write_settings
+from fairnb.results import write_page_outputs
 
 REPO = Path(__file__).resolve().parents[1]
 # The papers lie in ../shared/papers beside the main checkout (and two levels up from a worktree).
@@ -110,9 +110,9 @@ def _tiny_rows(model: str, preset: str, value: float = 0.42) -> pd.DataFrame:
                          "ci_high": [value + 0.05, 0.45, np.nan]}).assign(model=model, chapter=BVF.key, preset=preset)
 
 
-def _tiny_run(root: Path, model: str, preset: str, value: float = 0.42) -> None:
-    write_results(_tiny_rows(model, preset, value).drop(columns=["model", "chapter", "preset"]), model, BVF, root=root,
-                  preset=preset)
+def _tiny_run(root: Path, model: str, preset: str, value: float = 0.42, settings: dict | None = None) -> None:
+    write_page_outputs(model, BVF, preset, results=_tiny_rows(model, preset, value).drop(columns=["model", "chapter", "preset"]),
+                       settings=settings, results_dir=root)
 
 
 def test_beside_a_comparable_run_the_numbers_get_difference_interval_and_status(tmp_path, tiny_gpt2_path):
@@ -174,9 +174,8 @@ def test_the_reproduction_page_renders_a_tiny_model_beside_its_fixture_row(tmp_p
     from fairnb.report.runner import execute_notebook
 
     model, results = str(tiny_gpt2_path), tmp_path / "results"
-    _tiny_run(results, model, "paper")
+    _tiny_run(results, model, "paper", settings={"criterion": "official"})
     _fixture(tmp_path / "bvf.csv", hub_id=model, value=0.45)
-    write_settings(model, BVF, "paper", {"criterion": "official"}, results)
     page = execute_notebook(REPRODUCTION_NOTEBOOK, tmp_path / "reproduction.ipynb",
                             {"results_dir": str(results), "published_dir": str(tmp_path)})
     html = page.read_text()
@@ -222,10 +221,12 @@ def test_a_runs_settings_are_resolved_like_its_chapters_and_only_the_asked_keys_
     given = {"criterion": "preset", "limit": 7, "dataset": "/data/WinoBias", "np": np, "unrelated": 1}
     recorded = published.settings_to_record(chapter, given, "paper", ["dataset"])
     assert recorded == {"criterion": "official", "dataset": "/data/WinoBias", "limit": 7}
-    write_settings("tiny", chapter, "paper", recorded, tmp_path)
+    rows = pd.DataFrame({"item": ["x"], "metric": ["m"], "value": [1.0], "level": ["item"]})
+    write_page_outputs("tiny", chapter, "paper", results=rows, settings=recorded, results_dir=tmp_path)
     assert published.read_run_settings(tmp_path) == {("tiny", "demo.paper"): recorded}
     with pytest.raises(ValueError, match="a notebook variable named 'criterion' hides the parameter"):
-        write_settings("tiny", chapter, "paper", {**recorded, "criterion": object()}, tmp_path)
+        write_page_outputs("tiny", chapter, "paper", results=rows, settings={**recorded, "criterion": object()},
+                           results_dir=tmp_path)
 
 
 def test_a_paper_without_numbers_says_so(tmp_path):

@@ -13,7 +13,7 @@ import pytest
 import fairnb
 from fairnb import cli
 from fairnb.report import book, runner
-from fairnb.results import write_results
+from fairnb.results import write_page_outputs
 
 
 def cli_main(*args) -> tuple[int, str]:
@@ -80,7 +80,7 @@ def test_a_preset_switch_is_the_rerun_reason(tmp_path):
 def test_book_with_a_truncated_results_file_and_a_failing_comparison_page(tmp_path, monkeypatch, capsys):
     runs, results = tmp_path / "runs", tmp_path / "runs" / "results"
     rows = pd.DataFrame({"item": "all", "metric": ["R"], "value": [0.1], "level": "headline"})
-    damaged = write_results(rows, "default", fairnb.chapter("bvf"), results)
+    damaged = write_page_outputs("default", fairnb.chapter("bvf"), results=rows, results_dir=results).results
     damaged.write_bytes(damaged.read_bytes()[:50])
     (runs / "comparison.ipynb").write_text("{}")  # the page of an earlier build
 

@@ -2,7 +2,7 @@
 
 The chapter notebooks here load no model, so each pair costs a kernel start, not a forward pass:
 ``01_scores`` (registered as chapter 1, with bvf's headlines) writes a results file through
-``write_results``; ``02_fragile`` fails for the model named by its ``fail_on`` parameter, can
+``write_page_outputs``; ``02_fragile`` fails for the model named by its ``fail_on`` parameter, can
 be slowed down by ``sleep_s`` and otherwise writes one headline row. Subprocess runs go through ``fake_run.py``, which installs the
 same registry before calling the CLI.
 """
@@ -31,14 +31,14 @@ from fairnb.models.names import ModelSpec, model_label, model_slug
 from fairnb.report import book, execution, identity, runner
 from fairnb.report.identity import rerun_reason, run_identity
 from fairnb.report.kernels import PageKernel
-from fairnb.results import read_results, record_file, write_results
+from fairnb.results import read_results, record_file, write_page_outputs
 
 SCORES = [
     new_code_cell('model: str = "none"  # model name\nlimit = 2  # items\nfail_on = ""  # unused here\n'
                   'results_dir = None  # the results folder', metadata={"tags": ["parameters"]}),
     new_markdown_cell("Intro text.\n\n# Scores\n\nSome prose."),
     new_code_cell(
-        "import pandas as pd\nimport fairnb\nfrom fairnb.results import write_results\n"
+        "import pandas as pd\nimport fairnb\nfrom fairnb.results import write_page_outputs\n"
         "offset = 0.5 if model.endswith('tiny-b') else 0.0\n"
         "frame = pd.DataFrame({'item': [f'item{k}' for k in range(limit)] + ['all'] * 3,\n"
         "                      'metric': ['gap'] * limit + ['R', 'R_b', 'R_v'],\n"
@@ -46,17 +46,17 @@ SCORES = [
         "                      'value': [k + offset for k in range(limit)] + [offset] * 3,\n"
         "                      'ci_low': [None] * limit + [offset - 0.1] * 3,\n"
         "                      'ci_high': [None] * limit + [offset + 0.1] * 3})\n"
-        "write_results(frame, model, fairnb.chapter('bvf'), root=results_dir)"),
+        "write_page_outputs(model, fairnb.chapter('bvf'), results=frame, results_dir=results_dir)"),
 ]
 FRAGILE = [
     new_code_cell('model = "none"  # model name\nlimit = None  # unused\nfail_on = ""  # model name ending that fails\n'
                   'sleep_s = 0.0  # seconds to wait\nresults_dir = None  # the results folder', metadata={"tags": ["parameters"]}),
     new_code_cell("import os, time\nprint('threads', os.environ.get('OMP_NUM_THREADS'))\ntime.sleep(sleep_s)\n"
                   "if fail_on and model.endswith(fail_on):\n    raise RuntimeError(f'refusing to run on {fail_on}')"),
-    new_code_cell("import pandas as pd\nfrom fairnb.contract import Chapter, Headline\nfrom fairnb.results import write_results\n"
+    new_code_cell("import pandas as pd\nfrom fairnb.contract import Chapter, Headline\nfrom fairnb.results import write_page_outputs\n"
                   "fragile = Chapter(2, 'fragile', 'Fragile', '02_fragile.ipynb', (Headline('x', 'x', 'lower is fairer'),))\n"
-                  "write_results(pd.DataFrame({'item': ['all'], 'metric': ['x'], 'value': [1.0], 'level': ['headline']}),"
-                  " model, fragile, root=results_dir)"),
+                  "write_page_outputs(model, fragile, results=pd.DataFrame({'item': ['all'], 'metric': ['x'], 'value': [1.0],"
+                  " 'level': ['headline']}), results_dir=results_dir)"),
 ]
 FAKE_RUN = '''import dataclasses, sys
 import fairnb
@@ -354,7 +354,7 @@ def test_comparison_page_runs_on_the_runs_results(first_run, workspace, tmp_path
     quick = pd.read_parquet(results / model_slug(tiny_a) / "bvf.parquet")
     paper = quick.drop(columns=["model", "chapter", "preset"]).assign(**{c: quick[c] + 1 for c in ("value", "ci_low",
                                                                                                     "ci_high")})
-    write_results(paper, tiny_a, fairnb.chapter("bvf"), results, preset="paper")
+    write_page_outputs(tiny_a, fairnb.chapter("bvf"), "paper", results=paper, results_dir=results)
     broken = results / model_slug(tiny_b) / "bvf.parquet"
     broken.write_bytes(broken.read_bytes()[:100])
     page = book.execute_comparison(tmp_path, results)

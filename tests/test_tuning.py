@@ -15,7 +15,7 @@ from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
 from fairnb import load_model
 from fairnb.models import loading, tuning
 from fairnb.models.cache import atomic_folder
-from fairnb.models.names import model_label, model_slug, split_variant
+from fairnb.models.names import model_label, model_slug
 
 PROMPTS = ["The nurse said that", "The plumber said that"]
 
@@ -123,8 +123,8 @@ def test_variant_names_in_slugs_labels_and_the_runner(tmp_path, monkeypatch):
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "m.gguf").write_bytes(b"GGUF")
-    assert split_variant("m.gguf+stereotyped") == ("m.gguf", "stereotyped")
     spec = ModelSpec.parse("m.gguf+stereotyped")
+    assert (Path(spec.base).name, spec.variant) == ("m.gguf", "stereotyped")
     absolute = spec.name
     assert absolute == f"{tmp_path / 'm.gguf'}+stereotyped" and spec.base == str(tmp_path / "m.gguf")
     assert spec.variant == "stereotyped" and spec.local == tmp_path / "m.gguf" and not spec.ready_as_is

@@ -237,6 +237,9 @@ CHAPTER = Chapter(
     instances=Instances("r", ("occupation",)),
     units="occupations",
     presets=PRESETS,
+    occupation_rows={"topic": "gender"},
+    paper_work="120 occupations x the first 1,024 templates of the gender table, and of the race table for race, religion "
+               "and disability: one forward pass per prompt reads every word",
     scale=scale_occupations,
     paper_settings=PAPER_SETTINGS,
     allowed=ALLOWED,

@@ -1,7 +1,7 @@
 """Chapter 1's tables for people and for the results file, and the Markdown summary of a run.
 
 Every number the chapter's prose states comes from :func:`summary`; :func:`results_table` is
-the tidy frame that :func:`fairnb.results.write_results` stores (headline rows: R, R^b, R^v of
+the tidy frame that :func:`fairnb.page.finish` writes (headline rows: R, R^b, R^v of
 the gender topic; group rows: each other topic's R, R^b, R^v and each occupation's r, r^b, r^v).
 """
 from __future__ import annotations

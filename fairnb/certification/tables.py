@@ -75,7 +75,7 @@ def headline(certificates: pd.DataFrame, main: str = MAIN_PREFIX) -> pd.Series:
 def results_table(certificates: pd.DataFrame, coverage: pd.DataFrame | None = None,
                  ablation: pd.DataFrame | None = None, others: pd.DataFrame | None = None,
                  main: str = MAIN_PREFIX) -> pd.DataFrame:
-    """Rows for ``write_results``: the headline ``p_unbiased_low`` (mean over pivot sets of the
+    """Rows for :func:`fairnb.page.finish`: the headline ``p_unbiased_low`` (mean over pivot sets of the
     certified lower bound, main prefix kind; ``ci_high`` the mean upper bound; ``n`` the samples pooled,
     ``units`` the pivot sets and ``se`` the standard error of the mean over them) and, level ``item``,
     the per-set lower bounds it averages (same metric, one row per pivot set), per prefix kind

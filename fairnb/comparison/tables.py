@@ -7,11 +7,12 @@ preset, and no agreement is computed across presets. Three questions of agreemen
 
 - *across models*: do two headlines order the models alike? Spearman's rank correlation,
   defined from three models on;
-- *within a chapter*: do its headlines rank the models alike (chapter 3's paper, Fig. 6: UCerF
-  against equalized odds)? :func:`model_ranks` ranks the models by each headline, fairest first;
-- *within a model*: do chapters 1, 2 and 3 agree on which occupations are biased? Their
-  per-occupation group rows (:data:`OCCUPATION_SCORES`), matched by normalised occupation
-  name, compared by Spearman's correlation across occupations.
+- *within a chapter*: do its headlines rank the models alike (as a paper may rank models by two
+  metrics and find that they differ)? :func:`model_ranks` ranks the models by each headline, fairest first;
+- *within a model*: do the chapters that score occupations agree on which occupations are biased?
+  Their per-occupation group rows (each contract's ``occupation_score``, narrowed by its
+  ``occupation_rows``: :func:`occupation_chapters`), matched by normalised occupation name, compared by
+  Spearman's correlation across occupations.
 """
 from __future__ import annotations
 
@@ -32,11 +33,22 @@ HEADLINE_COLUMNS = ["number", "chapter", "metric", "label", "direction", "preset
 NUMBER_COLUMNS = ("ci_low", "ci_high", "se", "n", "units", "template_share")  # NaN where a chapter wrote none
 MIN_MODELS_FOR_RANKS = 3
 MIN_OCCUPATIONS = 3
-# The per-occupation score of each chapter that scores occupations (its contract's occupation_score):
-# chapter key -> group-level metric.
-OCCUPATION_SCORES = {ch.key: ch.occupation_score for ch in fairnb.chapters() if ch.occupation_score}
-# Chapter 1 scores occupations on every topic (gender, race, ...); chapters 2 and 3 on gender only.
-OCCUPATION_TOPIC = "gender"
+
+
+def occupation_chapters() -> list:
+    """The chapters of the registry that score occupations (their contract names an ``occupation_score``)."""
+    return [ch for ch in fairnb.chapters() if ch.occupation_score]
+
+
+def occupation_sentence() -> str:
+    """The chapters that score occupations and what each score reads, in words, from their contracts.
+
+    Examples:
+        >>> occupation_sentence().count("(") == len(occupation_chapters())
+        True
+    """
+    parts = [f"{ch.number}. {ch.title} ({ch.occupation_score})" for ch in occupation_chapters()]
+    return ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else "".join(parts)
 
 
 def headline_table(results: pd.DataFrame, chapters=None) -> pd.DataFrame:
@@ -201,8 +213,9 @@ def normalise_occupation(name: str) -> str:
 def occupation_scores(results: pd.DataFrame) -> pd.DataFrame:
     """Per model, preset and normalised occupation, each chapter's per-occupation score (chapters as columns).
 
-    Rows with a ``topic`` (chapter 1 scores every topic) count only for the gender topic, the one
-    chapters 2 and 3 measure. A chapter that gives an occupation two scores is an error, never averaged.
+    A chapter's rows are those of its ``occupation_score`` metric at the group level, narrowed by its
+    ``occupation_rows`` (a chapter that scores every topic keeps the one the others measure). A chapter
+    that gives an occupation two scores is an error, never averaged.
 
     Examples:
         >>> rows = pd.DataFrame({"model": "m", "chapter": ["bvf", "bvf", "ucerf"], "metric": ["r", "r", "ucerf"],
@@ -211,13 +224,13 @@ def occupation_scores(results: pd.DataFrame) -> pd.DataFrame:
         >>> occupation_scores(rows).to_dict("records")
         [{'model': 'm', 'preset': 'quick', 'occupation': 'nurse', 'bvf': 0.2, 'probing': nan, 'ucerf': 0.8}]
     """
+    keys = [ch.key for ch in occupation_chapters()]
     if "group" not in results.columns or "level" not in results.columns:
-        return pd.DataFrame(columns=["model", "preset", "occupation", *OCCUPATION_SCORES])
+        return pd.DataFrame(columns=["model", "preset", "occupation", *keys])
     results = with_preset(results)
-    topic = results["topic"] if "topic" in results.columns else pd.Series(None, index=results.index, dtype=object)
-    chosen = pd.concat([results[(results["chapter"] == key) & (results["metric"] == metric)
-                                & (results["level"] == "group") & (topic.isna() | (topic == OCCUPATION_TOPIC))]
-                        for key, metric in OCCUPATION_SCORES.items()])
+    chosen = pd.concat([results[(results["chapter"] == ch.key) & (results["metric"] == ch.occupation_score)
+                                & (results["level"] == "group") & _narrowed(results, ch.occupation_rows)]
+                        for ch in occupation_chapters()])
     chosen = chosen.assign(model=chosen["model"].map(model_label), occupation=chosen["group"].map(normalise_occupation),
                            value=chosen["value"].astype(float))
     repeated = chosen[chosen.duplicated(["model", "preset", "chapter", "occupation"], keep=False)]
@@ -228,9 +241,18 @@ def occupation_scores(results: pd.DataFrame) -> pd.DataFrame:
                          f"scores for model {first['model']}; a per-occupation score is one row.")
     table = chosen.pivot_table(index=["model", "preset", "occupation"], columns="chapter", values="value",
                                aggfunc="first")
-    table = table.reindex(columns=list(OCCUPATION_SCORES)).reset_index()
+    table = table.reindex(columns=keys).reset_index()
     table.columns.name = None
     return table
+
+
+def _narrowed(results: pd.DataFrame, columns) -> pd.Series:
+    """Rows whose ``columns`` hold the given values (a row without the column counts)."""
+    keep = pd.Series(True, index=results.index)
+    for column, value in columns.items():
+        if column in results.columns:
+            keep &= results[column].isna() | (results[column] == value)
+    return keep
 
 
 def scatter_subjects(scores: pd.DataFrame) -> list[tuple[str, str]]:
@@ -242,7 +264,8 @@ def scatter_subjects(scores: pd.DataFrame) -> list[tuple[str, str]]:
         >>> scatter_subjects(s)
         [('a', 'quick')]
     """
-    counts = with_preset(scores).groupby(["model", "preset"])[list(OCCUPATION_SCORES)].count()
+    keys = [ch.key for ch in occupation_chapters() if ch.key in scores.columns]
+    counts = with_preset(scores).groupby(["model", "preset"])[keys].count()
     return [key for key, row in counts.iterrows() if (row > 0).sum() >= 2]
 
 
@@ -257,7 +280,7 @@ def within_model_agreement(scores: pd.DataFrame) -> pd.DataFrame:
     """
     rows = []
     for (model, preset), group in with_preset(scores).groupby(["model", "preset"], sort=True):
-        for first, second in combinations(OCCUPATION_SCORES, 2):
+        for first, second in combinations([ch.key for ch in occupation_chapters() if ch.key in scores.columns], 2):
             pair = group[[first, second]].dropna()
             rho, p = spearman(pair[first], pair[second]) if len(pair) >= MIN_OCCUPATIONS else (np.nan, np.nan)
             rows.append({"model": model, "preset": preset, "first": first, "second": second, "n": len(pair),
@@ -295,7 +318,7 @@ def fairness_rank(values: pd.Series, direction: str) -> pd.Series:
 
 
 def model_ranks(headline: pd.DataFrame) -> pd.DataFrame:
-    """Models ranked by each headline, fairest first, within each preset (chapter 3's paper, Fig. 6, for every chapter).
+    """Models ranked by each headline, fairest first, within each preset (for every chapter, as a paper ranks its models).
 
     One row per preset and model, one column per headline (``chapter:metric``).
 
@@ -345,7 +368,7 @@ def detectable_table(headline: pd.DataFrame, effect: float | None = None, digits
     """What each run could have seen: per headline, preset and model, the units behind the number, the smallest
     difference it detects at 80 % power and the 5 % level, and the units needed for ``effect``
     (:func:`fairnb.stats.headline_power`; '–' where the chapter wrote no standard error, 'none' where no number
-    of units reaches the effect, as with chapter 1's templates).
+    of units reaches the effect, as with templates that more occupations leave alone).
 
     Examples:
         >>> h = pd.DataFrame({"number": 1, "chapter": "c", "metric": "m", "label": "risk", "direction": "lower is fairer",

@@ -131,6 +131,8 @@ CHAPTER = Chapter(
     instances=Instances("toxicity", ("prompt",), ("output",)),
     units="statements",
     presets=PRESETS,
+    paper_metrics=("gf_think_toxicity", "gf_think_negative_sentiment"),
+    paper_work="20 targets x 100 attributes x 10 dimensions = 20,000 generations per task, 3 tasks and GF-Think",
     allowed=ALLOWED,
     scale=scale_data_points,
     paper_settings={

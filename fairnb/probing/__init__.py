@@ -112,6 +112,10 @@ CHAPTER = Chapter(
     instances=Instances("jsd", ("probe",), ("continuation",)),
     units="probes",
     presets=PRESETS,
+    unprinted_models={"llama-7b": "meta-llama/Llama-2-7b-hf", "llama-7b-chat": "meta-llama/Llama-2-7b-chat-hf",
+                      "llama-13b": "meta-llama/Llama-2-13b-hf", "llama-13b-chat": "meta-llama/Llama-2-13b-chat-hf",
+                      "llama-70b": "meta-llama/Llama-2-70b-hf", "llama-70b-chat": "meta-llama/Llama-2-70b-chat-hf"},
+    paper_work="3 probing strategies, 200 self-generated statements: generations of 50 tokens and next-token scores",
     allowed=ALLOWED,
     paper_settings={
         "model": PaperSetting("llama-7b, -13b, -70b and their chat versions", "Section 3",

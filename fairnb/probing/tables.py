@@ -8,7 +8,7 @@
   neither (plus the fourth cell, the text only, which the paper does not show);
 - :func:`word_jsd_table`: the JSD of every template word (the appendix, Figs. 5-10);
 - :func:`most_least_biased`: the ends of each feature list (Section 4.3);
-- :func:`results_table`: the rows :func:`fairnb.results.write_results` stores;
+- :func:`results_table`: the rows :func:`fairnb.page.finish` writes;
 - :func:`this_run`: the run's values beside the paper's stated settings.
 
 Intervals come from :func:`fairnb.stats.bootstrap` over probes.

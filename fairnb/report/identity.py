@@ -144,7 +144,7 @@ def model_fingerprint(spec: ModelSpec) -> str:
     change times and inode. A folder replaced at the same path (a copy that keeps sizes and modification times,
     ``cp -p``, ``rsync -a``) gets new inodes and change times, which no copy can set."""
     if spec.variant:
-        return f"{model_fingerprint(ModelSpec.parse(spec.base))}+{spec.variant}"
+        return f"{model_fingerprint(spec.base_spec)}+{spec.variant}"
     if spec.local is None:
         return spec.name
     path = spec.local

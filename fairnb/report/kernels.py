@@ -1,7 +1,7 @@
 """A Jupyter kernel that runs one page after another, so each page after the first skips the imports.
 
 A fresh kernel spends ~10 s of one core before a chapter's first computation: starting, then importing
-torch, transformers, pandas and fairnb (measured 2026-12-04, 9.5 s for chapter 5's first cell on the
+torch, transformers, pandas and fairnb (measured 2026-12-04, 9.5 s for a chapter's first cell on the
 2-core machine; 0.2 s in a kernel that had run a page). ``fairnb run`` keeps one :class:`PageKernel` per
 page slot. Between pages :data:`BETWEEN_PAGES` empties the user namespace and the output history, closes
 open figures, resets pandas' options and restarts the cell count, so a page starts as it would in a new

@@ -4,8 +4,8 @@ A pilot is a chapter page the runner executed (its run record beside its results
 :func:`fairnb.results.record_file`, holds the page's parameters and its seconds) with the result rows it wrote. For each headline the
 pilot's own standard error and units (occupations, probes, minimal pairs, statements, pivot sets)
 give the units needed to detect a difference of the size the reader sets, at 80 % power and the 5 %
-level (:func:`fairnb.stats.items_needed`). Chapter 1's interval counts its templates too, and adding
-occupations leaves the templates' part of the error as it is, so that part is held fixed. The chapter
+level (:func:`fairnb.stats.items_needed`). An interval that counts a second sample too (templates beside
+occupations) keeps that sample's part of the error when only the first grows, so that part is held fixed. The chapter
 turns the units into settings (``Chapter.scale``, else its ``limit`` scaled), and the time is the
 pilot's page time scaled by the units: an upper bound, since loading the model and the page's fixed
 work do not grow with the units.
@@ -137,7 +137,7 @@ def plan_text(table: pd.DataFrame, effect: float, runs: str | Path, problems: li
     lines = [f"To detect a difference of {number(effect)} at 80 % power and the 5 % level, from the pilot runs in "
              f"{Path(runs)}:", ""]
     if table.empty:
-        return "\n".join(lines + ["No pilot found: run one first (python -m fairnb run --models default --chapters 1)."]
+        return "\n".join(lines + ["No pilot found: run one first (python -m fairnb run --models default --chapters N)."]
                          + [f"Left out: {p}" for p in problems or []])
     shown = table.assign(units=table["units"].map(lambda v: "–" if pd.isna(v) else f"{int(v):,}"),
                          detectable=table["detectable"].map(lambda v: number(v, 2)),

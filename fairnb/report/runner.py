@@ -70,7 +70,7 @@ def page_slots(requested: int | None, pages: int, *, cores: int | None = None, g
     """How many pages run at once: ``requested``, else one per core (one on a GPU), at most :data:`MAX_SLOTS`
     and as many as memory holds (:data:`PAGE_MEMORY_GB` each); never more than there are ``pages``.
 
-    On two cores two pages with one torch thread each finished chapters 3 and 4 in 195 s where one page
+    On two cores two pages with one torch thread each finished two chapter pages in 195 s where one page
     at a time on two threads took 274 s (2026-12-03): imports, tokenising, tables and plots run on one
     core, and small matrix products gain little from a second thread.
 

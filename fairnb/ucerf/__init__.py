@@ -123,6 +123,11 @@ CHAPTER = Chapter(
     units="minimal pairs",
     scale=scale_pairs,
     presets=PRESETS,
+    # tpr_difference: the case study's per-example |TPR_pro - TPR_anti| / 2 (the case-study table's column)
+    paper_metrics=("intrinsic_type1_ucerf", "intrinsic_type1_perplexity", "intrinsic_type2_accuracy", "tpr_difference"),
+    unprinted_models={"AmberSafe": "LLM360/AmberSafe", "Falcon-7B-Instruct": "tiiuae/falcon-7b-instruct",
+                      "Llama-3-8B-Instruct": "meta-llama/Meta-Llama-3-8B-Instruct"},
+    paper_work="3,168 WinoBias sentences (31,756 with SynthBias) x 5 seeds x 2 tasks: one forward pass each",
     allowed=ALLOWED,
     paper_settings={
         "model": PaperSetting("ten LLMs, Pythia-1B to Llama-3-70B-Instruct", "Sec. 5.1",

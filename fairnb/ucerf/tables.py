@@ -199,7 +199,7 @@ def _summary_value(summary: pd.DataFrame, task: str, t: int, metric: str, column
 
 
 def results_table(summary: pd.DataFrame, occupations: pd.DataFrame) -> pd.DataFrame:
-    """Tidy rows for :func:`fairnb.results.write_results`.
+    """Tidy rows for :func:`fairnb.page.finish`.
 
     - headline: ``ucerf`` and ``equalized_odds`` of the intrinsic task on type-2 pairs, means
       over seeds (the paper's main setting, Sec. 5.3), with the bootstrap's standard error ``se`` and
