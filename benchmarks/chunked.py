@@ -80,7 +80,7 @@ def heavy_step(task: str, lm, n: int, occupations: int):
                                                                   criterion="calculate"), criterion="calculate")
     table, groups = synthetic_templates().head(n), bvf.load_occupations(limit=occupations)
     words = bvf.load_attribute_words("gender")
-    return lambda: bvf.attribute_probabilities(lm, groups, table, words)
+    return lambda: bvf.attribute_probabilities(lm, groups, table, words, words="exact")
 
 
 def worker(task: str, n: int, chunk_rows: int, kill_after: int | None, occupations: int) -> dict:

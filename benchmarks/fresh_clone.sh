@@ -7,9 +7,10 @@
 #   setup   `make .venv/.installed` (INSTALLER=uv or pip, as set in the environment; uv by default),
 #   report  then `make report` with an empty FAIRNB_CACHE (both GGUF conversions and every model call
 #           included), the pages and the book timed apart (`fairnb run`, then `fairnb book`).
+# MODELS and CHAPTERS narrow the pages (default: both embedded models, all chapters).
 # COLD=1 also gives the installers empty caches (a new machine; else pip's and uv's caches are the
 # user's, as on a developer's machine). It prints one table: each phase's wall time and peak RSS,
-# then every page's seconds as the runner recorded them (book/runs/<model>/*.run.json), and keeps
+# then every page's seconds as the runner recorded them (its run records), and keeps
 # the clone's folder (its path is printed) with the full /usr/bin/time -v output of each phase.
 # Wall times are only comparable between runs on one quiet machine; interleave A/B runs when not.
 set -euo pipefail
@@ -43,12 +44,15 @@ printf '| phase | wall | peak RSS (one process) | exit |\n|---|---|---|---|\n' >
 timed setup make .venv/.installed
 if [ "$what" = report ]; then
   models="${MODELS:-default,gemma-3-270m}"
-  timed pages .venv/bin/python -m fairnb run --models "$models" --chapters all --out book/runs
+  timed pages .venv/bin/python -m fairnb run --models "$models" --chapters "${CHAPTERS:-all}" --out book/runs
   timed book .venv/bin/python -m fairnb book --runs book/runs
   printf '\n| page | seconds (runner) |\n|---|---|\n' >>"$work/summary.md"
-  for record in book/runs/*/*.run.json; do
+  # the run records: book/runs/results/<model>/<page>.run.json ({"run": {"seconds"}}), before 2026-12-04
+  # book/runs/<model>/<page>.run.json ({"seconds"})
+  for record in book/runs/results/*/*.run.json book/runs/*/*.run.json; do
     [ -e "$record" ] || continue
-    seconds=$(.venv/bin/python -c 'import json, sys; print(json.load(open(sys.argv[1]))["seconds"])' "$record")
+    seconds=$(.venv/bin/python -c 'import json, sys; r = json.load(open(sys.argv[1]))
+print(r.get("run", r).get("seconds", "–"))' "$record")
     printf '| %s | %s |\n' "${record#book/runs/}" "$seconds" >>"$work/summary.md"
   done
 fi

@@ -3,9 +3,9 @@
     python -m fairnb run --models default,gemma-3-270m --chapters all --limit 50 --out book/runs
     python -m fairnb run --config run.yaml          # the same settings as a YAML mapping
     python -m fairnb book --runs book/runs
-    python -m fairnb reproduce --paper 1          # the paper's open models under preset=paper, or the plan
+    python -m fairnb reproduce --paper N          # the paper's open models under preset=paper, or the plan
     python -m fairnb export --runs book/runs --format eee OUT/   # Every Eval Ever records of every run
-    python -m fairnb plan --chapters 1 --effect 0.02 --runs book/runs   # the run that detects 0.02, from a pilot
+    python -m fairnb plan --chapters N --effect 0.02 --runs book/runs   # the run that detects 0.02, from a pilot
 
 A config file holds any of ``models``, ``chapters``, ``limit``, ``params`` (a mapping),
 ``out``, ``results``, ``executor``, ``scheduler``, ``workers``, ``force``, ``timeout``,
@@ -166,11 +166,16 @@ def run_command(args: argparse.Namespace) -> int:
                                executor=settings["executor"], scheduler=settings["scheduler"],
                                workers=settings["workers"], results=settings["results"],
                                fresh_kernels=settings["fresh_kernels"])
-    counts = summary["status"].value_counts()
     print(summary.to_string(index=False))
-    print(f"{counts.get('done', 0)} done, {counts.get('skipped', 0)} skipped, {counts.get('failed', 0)} failed "
-          f"in {time.perf_counter() - start:.0f} s; notebooks in {Path(settings['out']).resolve()}, "
+    counts = summary["status"].value_counts()
+    interrupted = counts.get("interrupted", 0)
+    print(f"{counts.get('done', 0)} done, {counts.get('skipped', 0)} skipped, {counts.get('failed', 0)} failed"
+          + (f", {interrupted} interrupted" if interrupted else "")
+          + f" in {time.perf_counter() - start:.0f} s; notebooks in {Path(settings['out']).resolve()}, "
           f"results in {settings['results']}")
+    if interrupted:
+        print("Interrupted: finished notebooks are kept; run the same command again to resume.", file=sys.stderr)
+        return 130
     return 1 if counts.get("failed", 0) else 0
 
 
@@ -236,7 +241,7 @@ def reproduce_command(args: argparse.Namespace) -> int:
     results = check_folder(results_location(args.results, args.out), "--results")
     summary = runner.run_pairs(pairs, {"preset": "paper"}, results=results)
     print(summary.to_string(index=False))
-    return 1 if (summary["status"] == "failed").any() else 0
+    return 130 if (summary["status"] == "interrupted").any() else 1 if (summary["status"] == "failed").any() else 0
 
 
 def plan_command(args: argparse.Namespace) -> int:

@@ -20,6 +20,14 @@ from fairnb.models.capabilities import CAPABILITIES
 DIRECTIONS = ("higher is fairer", "lower is fairer", "nearer 0.5 is fairer")
 LEVELS = ("headline", "group", "item")
 
+# The names every method package exposes, with one signature each (tests/test_common_chapters.py checks them,
+# as scikit-learn's estimator checks do): its contract and presets; ``results_table(...)`` (every row the
+# page writes, nothing added in the notebook), ``summary(model, ...)`` (Markdown), ``evidence(...)`` (the items
+# behind the headline), ``this_run(settings, model, ...)`` (the settings table's column), ``example_results()``
+# (the rows of a small made-up run); and a ``plots`` module whose figures take ``title=`` and return a Figure.
+METHOD_INTERFACE = ("CHAPTER", "PRESETS", "results_table", "summary", "evidence", "this_run", "example_results",
+                    "check_settings")
+
 # A notebook parameter left at this value takes its preset's value; any other value, ``None``
 # included ("no cap", "all"), overrides the preset.
 NOT_GIVEN = "preset"
@@ -38,6 +46,95 @@ class PaperSetting:
     where: str
     note: str = ""
 
+
+ALLOWED_KINDS = ("one of", "some of", "whole", "number", "whole numbers", "flag", "path", "mapping")
+
+
+def _shown(values) -> str:
+    return ", ".join(map(repr, values))
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """The values a chapter setting may take, declared in its contract (``Chapter.allowed``).
+
+    ``kind`` is one of :data:`ALLOWED_KINDS`: ``one of`` ``choices``; ``some of`` them (a non-empty list,
+    each once); a ``whole`` number or a ``number`` within ``minimum``..``maximum`` (``above``: strictly above
+    the minimum, ``below``: strictly below the maximum); a non-empty list of ``whole numbers`` within the bounds, each once; a ``flag`` (true or
+    false); a ``path`` that exists, or one of ``choices`` (the names of shipped files); a ``mapping`` whose keys
+    are among ``choices`` (any keys when there are none). ``none``: None is allowed too ("all", "no cap").
+
+    Examples:
+        >>> Allowed("one of", ("official", "eq2")).problem("bogus")
+        "must be one of 'official', 'eq2', not 'bogus'"
+        >>> Allowed("whole", minimum=1, none=True).problem(-1), Allowed("whole", minimum=1, none=True).problem(None)
+        ('must be a whole number >= 1 or None, not -1', '')
+        >>> Allowed("some of", ("gender", "race")).problem(["gender", "aliens"])
+        "must be a non-empty list of 'gender', 'race' (each once), not ['gender', 'aliens']"
+    """
+
+    kind: str
+    choices: tuple = ()
+    minimum: float | None = None
+    maximum: float | None = None
+    above: bool = False
+    below: bool = False
+    none: bool = False
+
+    def __post_init__(self):
+        if self.kind not in ALLOWED_KINDS:
+            raise ValueError(f"Unknown kind of setting {self.kind!r}; use one of {ALLOWED_KINDS}.")
+
+    def describe(self) -> str:
+        """The allowed values in words, as the sentence for a refused value says them."""
+        low = None if self.minimum is None else f"{'>' if self.above else '>='} {self.minimum:g}"
+        high = None if self.maximum is None else f"{'<' if self.below else '<='} {self.maximum:g}"
+        bounds = " and ".join(b for b in (low, high) if b)
+        text = {"one of": f"one of {_shown(self.choices)}",
+                "some of": f"a non-empty list of {_shown(self.choices)} (each once)",
+                "whole": "a whole number" + (f" {bounds}" if bounds else ""),
+                "number": "a number" + (f" {bounds}" if bounds else ""),
+                "whole numbers": "a non-empty list of distinct whole numbers" + (f" {bounds}" if bounds else ""),
+                "flag": "true or false",
+                "path": (f"{_shown(self.choices)} or " if self.choices else "") + "an existing file or folder",
+                "mapping": "a mapping" + (f" with keys among {_shown(self.choices)}" if self.choices else "")}[self.kind]
+        return text + (" or None" if self.none else "")
+
+    def _within(self, value) -> bool:
+        return ((self.minimum is None or (value > self.minimum if self.above else value >= self.minimum))
+                and (self.maximum is None or (value < self.maximum if self.below else value <= self.maximum)))
+
+    def allows(self, value: Any) -> bool:
+        """Whether ``value`` is one of the allowed values."""
+        if value is None:
+            return self.none
+        whole = isinstance(value, int) and not isinstance(value, bool)
+        if self.kind == "one of":
+            return isinstance(value, (str, int, float)) and value in self.choices
+        if self.kind == "some of":
+            return (isinstance(value, (list, tuple)) and bool(value) and len(set(map(str, value))) == len(value)
+                    and all(isinstance(v, str) and v in self.choices for v in value))
+        if self.kind == "whole":
+            return whole and self._within(value)
+        if self.kind == "number":
+            return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and self._within(value)
+        if self.kind == "whole numbers":
+            return (isinstance(value, (list, tuple)) and bool(value) and len(set(map(repr, value))) == len(value)
+                    and all(isinstance(v, int) and not isinstance(v, bool) and self._within(v) for v in value))
+        if self.kind == "flag":
+            return isinstance(value, bool)
+        if self.kind == "path":
+            return isinstance(value, (str, Path)) and (value in self.choices or Path(value).expanduser().exists())
+        return isinstance(value, Mapping) and (not self.choices or set(value) <= set(self.choices))
+
+    def problem(self, value: Any) -> str:
+        """Why ``value`` is not allowed, as the end of a sentence ("" when it is)."""
+        return "" if self.allows(value) else f"must be {self.describe()}, not {value!r}"
+
+    def refused_example(self) -> Any:
+        """A value this setting refuses (what the common chapter test passes to prove it is refused)."""
+        return {"one of": "bogus", "some of": [*self.choices[:1], "aliens"], "whole": "a", "number": "a",
+                "whole numbers": ["a"], "flag": "maybe", "path": "/nonexistent", "mapping": "bogus"}[self.kind]
 
 class AsPaper(str):
     """A this-run value of the settings table, in words, that does what the paper's value does for this
@@ -146,13 +243,23 @@ class Instances:
 class Chapter:
     """A chapter's contract: number, key (results file and package name), title, notebook, headlines.
 
-    ``occupation_score`` names the metric of its per-occupation group rows (the gender topic's,
-    where the chapter has topics), which the comparison page matches across chapters.
+    ``occupation_score`` names the metric of its per-occupation group rows, which the comparison page
+    matches across chapters; ``occupation_rows`` narrows them by other columns (a chapter that scores
+    occupations on several topics names the one the others measure, e.g. ``{"topic": "gender"}``).
     ``needs`` names what the chapter asks of a model (``scores``: token probabilities,
     ``generate``: text, ``embeddings``: input embeddings); the runner skips a model that
     cannot give them, with the reason. ``datasets`` are the data its headlines are computed on,
     the first the one its items come from; ``instances`` reads its evidence rows as instances
     (both for the exported records, :mod:`fairnb.report.eee`).
+    ``allowed`` declares the values each setting may take (:class:`Allowed`), which
+    :meth:`check_settings` enforces before any kernel starts.
+
+    What the reproduction page needs of the paper: ``paper_metrics``, the result metrics besides the
+    headlines that its printed numbers may name (its ``data/published.csv``); ``unprinted_models``, the
+    models it evaluates whose numbers its text does not print (name as the paper writes it -> hub id),
+    ranked among the others; ``paper_work``, what a ``preset=paper`` run computes per model, in words.
+    ``package`` is the module that holds the chapter (``fairnb.<key>``; a chapter developed outside
+    fairnb names its own) and ships its ``data/`` (:meth:`shipped`).
 
     Examples:
         >>> ch = Chapter(9, "demo", "A demo", "09_demo.ipynb", (Headline("x", "x", "lower is fairer"),))
@@ -170,21 +277,31 @@ class Chapter:
     paper_settings: Mapping[str, PaperSetting] = field(default_factory=dict)
     citation: Citation | None = None
     occupation_score: str = ""
+    occupation_rows: Mapping[str, Any] = field(default_factory=dict)
+    paper_metrics: tuple[str, ...] = ()
+    unprinted_models: Mapping[str, str] = field(default_factory=dict)
+    paper_work: str = ""
+    package: str = ""
+    allowed: Mapping[str, Allowed] = field(default_factory=dict)
     datasets: tuple[Dataset, ...] = ()
     instances: Instances | None = None
-    # Optional: raises ValueError (one sentence) for run settings that the presets' kinds cannot
-    # catch; the runner calls it with ``settings(preset, parameters)`` before any kernel starts.
-    validate: Callable[[Mapping[str, Any]], None] | None = None
     # Optional, for `fairnb plan`: the settings (name -> value) under which a run scores about ``factor``
     # times the units behind its headline intervals that a run with ``settings`` scored; one sentence
     # (ValueError) when they cannot grow. None: the ``limit`` setting is scaled (:func:`scale_limit`).
     scale: Callable[[Mapping[str, Any], float], dict[str, Any]] | None = None
+    # What the headline intervals resample, in the plural ("occupations", "probes"): the pages say what a run
+    # of that many can detect (fairnb.stats.detectable_sentences).
+    units: str = "items"
     headline_names: tuple[str, ...] = field(init=False)
 
     def __post_init__(self):
         object.__setattr__(self, "headline_names", tuple(h.name for h in self.headlines))
         object.__setattr__(self, "presets", MappingProxyType({k: MappingProxyType(dict(v)) for k, v in self.presets.items()}))
         object.__setattr__(self, "paper_settings", MappingProxyType(dict(self.paper_settings)))
+        object.__setattr__(self, "occupation_rows", MappingProxyType(dict(self.occupation_rows)))
+        object.__setattr__(self, "unprinted_models", MappingProxyType(dict(self.unprinted_models)))
+        object.__setattr__(self, "package", self.package or f"fairnb.{self.key}")
+        object.__setattr__(self, "allowed", MappingProxyType(dict(self.allowed)))
         unknown = set(self.needs) - set(CAPABILITIES)
         if unknown:
             raise ValueError(f"Chapter {self.key!r} needs unknown capabilities {sorted(unknown)}.")
@@ -217,6 +334,37 @@ class Chapter:
                 resolved[key] = value
         return resolved
 
+    def shipped(self, name: str) -> Path:
+        """A data file the chapter's package ships in its ``data/`` folder (one sentence when it has none).
+
+        Examples:
+            >>> import fairnb
+            >>> fairnb.chapters()[0].shipped("published.csv").parent.name
+            'data'
+        """
+        path = Path(str(files(self.package).joinpath("data", name)))
+        if not name or not path.exists():
+            raise ValueError(f"Chapter {self.number} ({self.key}) ships no data file {name!r} in {self.package}.")
+        return path
+
+    def check_settings(self, settings: Mapping[str, Any]) -> None:
+        """One sentence for the first setting whose value :attr:`allowed` does not allow (``NOT_GIVEN``: the
+        preset's, which passes).
+
+        Examples:
+            >>> ch = Chapter(9, "demo", "Demo", "09_demo.ipynb", (), allowed={"k": Allowed("number", minimum=1)})
+            >>> ch.check_settings({"k": 2.0, "other": "anything"})
+            >>> ch.check_settings({"k": -1})
+            Traceback (most recent call last):
+            ...
+            ValueError: Chapter 9 (demo): k must be a number >= 1, not -1.
+        """
+        for name, allowed in self.allowed.items():
+            value = settings.get(name, NOT_GIVEN)
+            problem = "" if isinstance(value, str) and value == NOT_GIVEN else allowed.problem(value)
+            if problem:
+                raise ValueError(f"Chapter {self.number} ({self.key}): {name} {problem}.")
+
     @property
     def notebook_stem(self) -> str:
         return Path(self.notebook).stem
@@ -245,6 +393,22 @@ def scale_limit(settings: Mapping[str, Any], factor: float, most: int | None = N
                          "(a larger data file).")
     wanted = max(1, math.ceil(limit * factor - 1e-9))
     return {"limit": wanted if most is None else min(wanted, most)}
+
+
+def shared_occupations() -> list[str]:
+    """The occupations the chapters share: WinoBias's 40 (Zhao et al., 2018), ``fairnb/data/winobias_occupations.tsv``.
+
+    The chapters that score occupations score these first (where a chapter's data holds more), so that the
+    comparison page's within-model agreement rests on all of them.
+
+    Examples:
+        >>> names = shared_occupations()
+        >>> len(names), names[:3]
+        (40, ['carpenter', 'mechanic', 'construction worker'])
+    """
+    lines = read_text_file(shipped_file("", "winobias_occupations.tsv"), "occupation table").splitlines()
+    rows = [line.split("\t") for line in lines if line.strip() and not line.startswith("#")]
+    return [row[0].strip() for row in rows[1:]]
 
 
 def shipped_file(package: str, name: str) -> Path:

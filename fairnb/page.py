@@ -24,6 +24,7 @@ from fairnb.contract import AsPaper, Chapter
 from fairnb.formatting import number_cells
 from fairnb.published import condition_keys, load_published, published_beside_run, settings_to_record
 from fairnb.results import results_rows, write_page_outputs
+from fairnb.stats import DEFAULT_EFFECT, detectable_sentences, headline_power
 
 __all__ = ["RUN_CARD_MIME", "SETTINGS_MIME", "RunCard", "run_card", "run_card_table", "settings_table", "SettingsTable", "show_markdown", "number_cells", "headlines",
            "glue_numbers", "headline_values", "evidence_html", "shown_rows", "finish", "PUBLISHED_NOTE"]
@@ -300,7 +301,7 @@ def evidence_html(frame: pd.DataFrame, caption: str, sort_by: str, ascending: bo
 def finish(chapter: Chapter, model: str, preset: str, settings: Mapping[str, Any], results: pd.DataFrame,
            evidence: pd.DataFrame, *, caption: str, sort_by: str, ascending: bool = False,
            glue: Mapping[str, Any] | None = None, root: str | Path | None = None, max_rows: int = MAX_ROWS,
-           published: pd.DataFrame | None = None) -> None:
+           published: pd.DataFrame | None = None, effect: float = DEFAULT_EFFECT) -> None:
     """Finish a chapter page: write, glue and show what the run found.
 
     1. writes ``results`` (the chapter's ``results_table(...)``: every row, nothing added here), the
@@ -309,7 +310,10 @@ def finish(chapter: Chapter, model: str, preset: str, settings: Mapping[str, Any
        (:func:`fairnb.results.write_page_outputs`), once;
     2. glues each headline row of the written table as ``<chapter key>_<metric>`` (``_low``/``_high``
        from its interval) and each of ``glue`` as ``<chapter key>_<name>``, the names the prose quotes;
-    3. shows the evidence sorted by ``sort_by`` (at most ``max_rows``: the two ends) under ``caption``,
+    3. says beside each headline what the run could have seen: the smallest difference it detects (80 % power,
+       5 % level) and the units a difference of ``effect`` needs (:func:`fairnb.stats.detectable_sentences`;
+       glued as ``<chapter key>_<metric>_detectable`` and ``_needed``);
+    4. shows the evidence sorted by ``sort_by`` (at most ``max_rows``: the two ends) under ``caption``,
        then the paper's numbers for this model beside the run's (:func:`fairnb.published.published_beside_run`).
 
     ``root`` is the results folder (default: :func:`fairnb.results.results_root`).
@@ -320,6 +324,11 @@ def finish(chapter: Chapter, model: str, preset: str, settings: Mapping[str, Any
                               results_dir=root)
     written = results_rows(results, model, chapter, preset)  # the rows as the unit holds them
     glue_numbers(**headline_values(written, chapter.key, **(glue or {})))
+    power = headline_power(written[written["level"] == "headline"], effect)
+    glue_numbers(**{f"{chapter.key}_{metric}_{name}": value for metric, row in zip(
+        written.loc[written["level"] == "headline", "metric"], power.itertuples()) for name, value in
+        (("detectable", row.detectable), ("needed", row.needed)) if pd.notna(value)})
+    show_markdown(detectable_sentences(written, chapter, effect))
     kept = unit.evidence or unit.results
     note = f" (every row: {kept.parent.parent.name}/evidence/{kept.name} in the results folder)"
     display(HTML(evidence_html(evidence, caption, sort_by, ascending, max_rows, note=note)))

@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 from cycler import cycler
+from matplotlib.figure import Figure
 
 Plot = TypeVar("Plot", bound=Callable[..., Any])
 
@@ -48,24 +49,25 @@ def themed(plot: Plot) -> Plot:
     return drawn  # type: ignore[return-value]
 
 
-def finished(fig, title: str | None = None, ax=None, **layout):
+def finished(fig: Figure, title: str | None = None, ax=None, **layout) -> Figure:
     """The tail every figure shares: ``title`` over ``ax`` (over the whole figure without one; none
-    when ``None``), a tight layout (``layout``: its keywords), and ``ax`` when given, else ``fig``.
+    when ``None`` or empty), a tight layout (``layout``: its keywords), and the figure, which every
+    plot function returns.
 
     Examples:
         >>> import matplotlib.pyplot as plt
         >>> fig, ax = plt.subplots()
-        >>> finished(fig, "risk", ax) is ax, ax.get_title(), finished(fig) is fig
+        >>> finished(fig, "risk", ax) is fig, ax.get_title(), finished(fig) is fig
         (True, 'risk', True)
     """
-    if title is not None:
+    if title:
         (fig.suptitle if ax is None else ax.set_title)(title)
     fig.tight_layout(**layout)
-    return fig if ax is None else ax
+    return fig
 
 
 @themed
-def word_probability_bars(frame: pd.DataFrame, x: str, y: str, hue: str, title: str = ""):
+def word_probability_bars(frame: pd.DataFrame, x: str, y: str, hue: str, title: str = "") -> Figure:
     """Grouped bars of word probabilities (quickstart: p(he) vs p(she) per occupation)."""
     fig, ax = plt.subplots(figsize=(8, 3.5))
     sns.barplot(data=frame, x=x, y=y, hue=hue, ax=ax)

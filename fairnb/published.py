@@ -25,8 +25,9 @@ from typing import Any
 import pandas as pd
 from IPython.display import Markdown
 
-from fairnb.contract import NOT_GIVEN, Chapter, require_columns, shipped_file
+from fairnb.contract import NOT_GIVEN, Chapter, require_columns
 from fairnb.formatting import number
+from fairnb.models.capabilities import UNSUPPORTED_MODELS
 from fairnb.models.names import model_label
 from fairnb.results import RECORD_SUFFIX, read_record, read_results, results_file, results_root
 
@@ -38,13 +39,6 @@ CONDITION = re.compile(r"^\s*(\w+)\s*(>=|!=|=|~)\s*(\S.*?)\s*$")
 ANY_MODEL = "*"
 STATUSES = ("reproduced", "differs", "not comparable", "not run")
 
-# Result metrics a published number may name besides each chapter's headlines (its group rows).
-GROUP_METRICS = {
-    # tpr_difference: the case study's per-example |TPR_pro - TPR_anti| / 2 (the case-study table's column)
-    "ucerf": ("intrinsic_type1_ucerf", "intrinsic_type1_perplexity", "intrinsic_type2_accuracy", "tpr_difference"),
-    "group_fairness": ("gf_think_toxicity", "gf_think_negative_sentiment"),
-    "certification": ("coverage",),
-}
 # Other names of a hub model -> the hub id the published tables use (the hub renamed its early models).
 HUB_ALIASES = {
     "openai-community/gpt2": "gpt2", "google-bert/bert-base-uncased": "bert-base-uncased",
@@ -52,37 +46,6 @@ HUB_ALIASES = {
     "albert/albert-base-v2": "albert-base-v2", "google-t5/t5-base": "t5-base", "xlnet/xlnet-base-cased": "xlnet-base-cased",
     "WizardLM/WizardLM-13B-V1.2": "WizardLMTeam/WizardLM-13B-V1.2",
 }
-# Models a paper evaluates whose numbers its text does not print (figures, or ranks among them).
-UNPRINTED_MODELS = {
-    "probing": {"llama-7b": "meta-llama/Llama-2-7b-hf", "llama-7b-chat": "meta-llama/Llama-2-7b-chat-hf",
-                "llama-13b": "meta-llama/Llama-2-13b-hf", "llama-13b-chat": "meta-llama/Llama-2-13b-chat-hf",
-                "llama-70b": "meta-llama/Llama-2-70b-hf", "llama-70b-chat": "meta-llama/Llama-2-70b-chat-hf"},
-    "ucerf": {"AmberSafe": "LLM360/AmberSafe", "Falcon-7B-Instruct": "tiiuae/falcon-7b-instruct",
-              "Llama-3-8B-Instruct": "meta-llama/Meta-Llama-3-8B-Instruct"},
-    "certification": {"Mistral-Instruct-v0.2 (7B)": "mistralai/Mistral-7B-Instruct-v0.2"},
-}
-# Hub models no chapter can score yet, and why.
-CANNOT_SCORE = {
-    "t5-base": "an encoder-decoder (T5): chapter 1 scores causal and masked LMs only",
-    "facebook/bart-base": "an encoder-decoder (BART): chapter 1 scores causal and masked LMs only",
-    "google/flan-t5-xl": "an encoder-decoder (Flan-T5): fairnb's generation cuts the prompt's length off "
-                         "the output, which only a causal LM echoes",
-    "xlnet-base-cased": "a permutation LM (XLNet): predicting a position needs perm_mask and target_mapping, "
-                        "which fairnb's scoring does not pass",
-    "THUDM/chatglm2-6b": "custom model code (trust_remote_code), which fairnb's loader does not run",
-    "baichuan-inc/Baichuan-13B-Base": "custom model code (trust_remote_code), which fairnb's loader does not run",
-}
-# What a `preset=paper` run of a chapter computes per model, for the plan.
-PAPER_WORK = {
-    "bvf": "120 occupations x the first 1,024 templates of the gender table, and of the race table for race, religion "
-           "and disability: one forward pass per prompt reads every word",
-    "probing": "3 probing strategies, 200 self-generated statements: generations of 50 tokens and next-token scores",
-    "ucerf": "3,168 WinoBias sentences (31,756 with SynthBias) x 5 seeds x 2 tasks: one forward pass each",
-    "group_fairness": "20 targets x 100 attributes x 10 dimensions = 20,000 generations per task, 3 tasks and GF-Think",
-    "certification": "250 BOLD pivot sets x 50 prefixes x 3 prefix kinds, 2 answers of 100 tokens each",
-}
-
-
 def canonical(name: str) -> str:
     """The hub id a published table uses for ``name`` (an alias resolved, lower case).
 
@@ -152,13 +115,13 @@ def load_published(chapter: Chapter, path: str | Path | None = None) -> pd.DataF
     Adds ``chapter`` (the key) and ``number``; ``value`` and ``tolerance`` become numbers. A file
     that lacks a column, or a row that does not parse, is one sentence naming the file and the row.
     """
-    path = Path(path) if path is not None else shipped_file(chapter.key, "published.csv")
+    path = Path(path) if path is not None else chapter.shipped("published.csv")
     try:
         frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     except (OSError, pd.errors.ParserError, UnicodeDecodeError) as error:
         raise ValueError(f"The published-numbers file {path} cannot be read as CSV ({error}).") from None
     require_columns(frame, COLUMNS, f"published-numbers file {path}")
-    allowed = set(chapter.headline_names) | set(GROUP_METRICS.get(chapter.key, ()))
+    allowed = set(chapter.headline_names) | set(chapter.paper_metrics)
     for index, row in frame.iterrows():
         try:
             _check_row(row, allowed)
@@ -385,21 +348,21 @@ def _not_run(published: Mapping) -> dict:
     hub = published["hub_id"]
     why = ("the paper names no hub id for this model" if not hub else
            "no run of this chapter here (the number needs no particular model)" if hub == ANY_MODEL else
-           f"{hub} is {CANNOT_SCORE[hub]}; the command once it can" if hub in CANNOT_SCORE else
+           f"{hub} is {UNSUPPORTED_MODELS[hub]}; the command once it can" if hub in UNSUPPORTED_MODELS else
            "no run of this model here")
     command = run_command("default" if hub == ANY_MODEL else hub, published["number"]) if hub else ""
     return dict(run="", this_run=float("nan"), ci_low=float("nan"), ci_high=float("nan"), difference=float("nan"),
                 status="not run", why=why, command=command)
 
 
-def _rank_verdict(published: Mapping, table: pd.DataFrame, runs: list[dict]) -> dict | None:
+def _rank_verdict(published: Mapping, table: pd.DataFrame, runs: list[dict], chapter: Chapter) -> dict | None:
     """A rank row: the run's rank among comparable runs of all the paper's ranked models (None: not all here)."""
     scale = SCALE.match(published["scale"])
     if scale is None:
         raise ValueError(f"The scale {published['scale']!r} is not fraction, percent or 'rank of N (1 = highest|lowest)'.")
     n, direction = scale.group(2, 3)
     same = table[(table["chapter"] == published["chapter"]) & (table["table"] == published["table"])]
-    hubs = set(filter(None, same["hub_id"])) | set(UNPRINTED_MODELS.get(published["chapter"], {}).values())
+    hubs = set(filter(None, same["hub_id"])) | set(chapter.unprinted_models.values())
     values = {}
     for run in runs:
         hub = next((h for h in hubs if model_matches(run["model"], h)), None)
@@ -425,6 +388,7 @@ def reproduction_table(chapters: Collection[Chapter], results: pd.DataFrame | No
     published = all_published(chapters) if published is None else published
     results = read_results(root) if results is None else results
     runs = _runs(results, chapters, root) if len(results) else []
+    by_key = {ch.key: ch for ch in chapters}
     order = {status: i for i, status in enumerate(STATUSES)}
     rows = []
     for _, p in published.iterrows():
@@ -433,7 +397,7 @@ def reproduction_table(chapters: Collection[Chapter], results: pd.DataFrame | No
             if run["chapter"] == p["chapter"] and model_matches(run["model"], p["hub_id"]):
                 v = verdict(p, run["rows"], run["settings"], run["preset"])
                 if p["kind"] == "rank":
-                    ranked = _rank_verdict(p, published, runs)
+                    ranked = _rank_verdict(p, published, runs, by_key[p["chapter"]])
                     v.update(ranked or dict(why=f"it is a {p['scale']}, which needs comparable runs of all the "
                                                 "paper's ranked models here"))
                 candidates.append({**v, "run": f"{model_label(run['model'])} ({run['preset']})",
@@ -456,17 +420,17 @@ def reproduction_plan(chapters: Collection[Chapter], published: pd.DataFrame | N
     rows = []
     for chapter in chapters:
         mine = published[published["chapter"] == chapter.key]
-        named = pd.concat([mine[["model", "hub_id"]], pd.DataFrame(list(UNPRINTED_MODELS.get(chapter.key, {}).items()),
+        named = pd.concat([mine[["model", "hub_id"]], pd.DataFrame(list(chapter.unprinted_models.items()),
                                                                     columns=["model", "hub_id"])])
         named = named[named["hub_id"] != ANY_MODEL]
         for _key, group in named.groupby(named["hub_id"].where(named["hub_id"] != "", named["model"]), sort=False):
             hub = group["hub_id"].iloc[0]
-            can = ("no: the paper names no hub id" if not hub else f"no: {CANNOT_SCORE[hub]}" if hub in CANNOT_SCORE
-                   else "yes")
+            can = ("no: the paper names no hub id" if not hub else f"no: {UNSUPPORTED_MODELS[hub]}"
+                   if hub in UNSUPPORTED_MODELS else "yes")
             rows.append({"chapter": chapter.number, "model": " / ".join(dict.fromkeys(group["model"])), "hub id": hub,
                          "fairnb can score it": can, "published numbers": int(mine["model"].isin(group["model"]).sum()),
                          "command": run_command(hub, chapter.number) if hub else "",
-                         "work per run": PAPER_WORK.get(chapter.key, "")})
+                         "work per run": chapter.paper_work})
     return pd.DataFrame(rows, columns=["chapter", "model", "hub id", "fairnb can score it", "published numbers",
                                        "command", "work per run"])
 

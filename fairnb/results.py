@@ -116,7 +116,7 @@ def record_file(model: str, page: Chapter | str, preset: str = "quick", root: st
 
 
 def _record_beside(results: Path) -> Path:
-    """The record that vouches for a results file (``ucerf.paper.parquet`` -> ``ucerf.paper.run.json``)."""
+    """The record that vouches for a results file (``<key>.paper.parquet`` -> ``<key>.paper.run.json``)."""
     return results.with_name(results.name.removesuffix(".parquet") + RECORD_SUFFIX)
 
 
@@ -232,21 +232,13 @@ def write_page_outputs(model: str, chapter: Chapter, preset: str = "quick", *, r
     ``unit`` id. A process killed anywhere in between leaves files that the old record does not name,
     which :func:`read_page_outputs`, :func:`load_results` and the runner refuse. Returns the unit written.
     """
-    rows = results_rows(results, model, chapter, preset)
-    items = None if evidence is None else evidence_rows(evidence, model, chapter, preset)
+    parts = {"results": results_rows(results, model, chapter, preset),
+             "evidence": None if evidence is None else evidence_rows(evidence, model, chapter, preset)}
     kept = recorded_settings(settings)
-    return _write_unit(model, chapter, preset, results_dir, {"results": rows, "evidence": items}, kept, replace=True)
-
-
-def _write_unit(model: str, chapter: Chapter, preset: str, root: str | Path | None,
-                parts: Mapping[str, pd.DataFrame | None], settings: dict | None, replace: bool) -> PageOutputs:
-    """Stage ``parts``, rename them into place, write the record. ``replace``: the unit is exactly ``parts``
-    and ``settings``; otherwise the parts and settings not given are kept from the existing record."""
-    targets = {"results": results_file(model, chapter, preset, root), "evidence": evidence_file(model, chapter, preset, root)}
+    targets = {"results": results_file(model, chapter, preset, results_dir),
+               "evidence": evidence_file(model, chapter, preset, results_dir)}
     folder = targets["results"].parent
-    record_path = record_file(model, chapter, preset, root)
-    before = {} if replace else (read_record(record_path) or {})
-    files = {} if replace else dict(before.get("files") or {})
+    files: dict[str, dict] = {}
     staged = {}
     try:
         for part, frame in parts.items():
@@ -258,12 +250,11 @@ def _write_unit(model: str, chapter: Chapter, preset: str, root: str | Path | No
     finally:
         for tmp, _ in staged.values():
             tmp.unlink(missing_ok=True)
-    if replace and parts.get("evidence") is None:
+    if parts["evidence"] is None:
         targets["evidence"].unlink(missing_ok=True)
     record = {"format": RECORD_FORMAT, "model": model, "chapter": chapter.key, "preset": preset,
-              "unit": uuid.uuid4().hex, "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-              "files": files, "settings": settings if settings is not None else before.get("settings", {})}
-    atomic_write_text(record_path, json.dumps(record, indent=1))
+              "unit": uuid.uuid4().hex, "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "files": files, "settings": kept}
+    atomic_write_text(record_file(model, chapter, preset, results_dir), json.dumps(record, indent=1))
     return _outputs(record, folder)
 
 
@@ -330,17 +321,6 @@ def read_page_outputs(model: str, chapter: Chapter, preset: str = "quick",
     return _outputs(record, path.parent)
 
 
-def write_results(frame: pd.DataFrame, model: str, chapter: Chapter, root: str | Path | None = None,
-                  preset: str = "quick") -> Path:
-    """Write (or replace) the results part of a page's unit; the unit's evidence and settings stay as they are.
-
-    A page writes its whole unit at once with :func:`write_page_outputs`; this writes one part of it
-    (``frame`` as :func:`results_rows` takes it) with a new record. Returns the results file.
-    """
-    return _write_unit(model, chapter, preset, root, {"results": results_rows(frame, model, chapter, preset)},
-                       None, replace=False).results
-
-
 def evidence_file(model: str, chapter: Chapter, preset: str = "quick", root: str | Path | None = None) -> Path:
     """Where a run keeps the items behind its headline: ``evidence/`` beside its results file, same name.
 
@@ -351,29 +331,6 @@ def evidence_file(model: str, chapter: Chapter, preset: str = "quick", root: str
     """
     results = results_file(model, chapter, preset, root)
     return results.parent / "evidence" / results.name
-
-
-def write_evidence(frame: pd.DataFrame, model: str, chapter: Chapter, root: str | Path | None = None,
-                   preset: str = "quick") -> Path:
-    """Write (or replace) the evidence part of a page's unit (:func:`evidence_file`), with a new record.
-
-    ``frame`` holds one row per item (any columns); an empty frame is refused: a headline rests on items.
-    """
-    path = evidence_file(model, chapter, preset, root)
-    _write_unit(model, chapter, preset, root, {"evidence": evidence_rows(frame, model, chapter, preset)}, None,
-                replace=False)
-    return path
-
-
-def write_settings(model: str, chapter: Chapter, preset: str, settings: Mapping[str, Any],
-                    root: str | Path | None = None) -> dict:
-    """Replace the settings of a page's unit in its record (its files stay); returns what was recorded."""
-    kept = recorded_settings(settings)
-    path = record_file(model, chapter, preset, root)
-    record = read_record(path) or {"format": RECORD_FORMAT, "model": model, "chapter": chapter.key, "preset": preset,
-                                   "files": {}}
-    write_record(path, {**record, "settings": kept})
-    return kept
 
 
 def file_preset(path: str | Path) -> str:

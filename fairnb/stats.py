@@ -27,7 +27,7 @@ from scipy import stats as scipy_stats
 from scipy.stats import spearmanr
 from statsmodels.stats.power import TTestPower
 
-from fairnb.contract import DIRECTIONS
+from fairnb.contract import DIRECTIONS, Chapter
 
 ALPHA = 0.05  # the level every verdict, power and correction on the pages uses
 POWER = 0.80  # the power of a detectable effect
@@ -263,7 +263,7 @@ def items_needed(standard_error: float, n: int, effect: float, alpha: float = AL
     The items' spread σ = SE·√n is taken from a run of ``n`` items with standard error
     ``standard_error``; the answer assumes more items of the same kind (σ stays, the standard
     error shrinks as 1/√n). ``fixed_error`` is a part of the standard error that more items leave
-    as it is (chapter 1's templates, when only occupations are added): then
+    as it is (templates, when only occupations are added): then
     SE(m)² = (SE² − fixed²)·n/m + fixed², and a difference at or below 2.8 × the fixed part is out of
     reach of any number of items, which is one sentence. At least 2.
 
@@ -319,48 +319,95 @@ def _check_power(alpha: float, power: float) -> None:
         raise ValueError(f"The power must lie between the level {alpha} and 1, not {power}.")
 
 
-def headline_power(rows: pd.DataFrame, effect: float | None = None, confidence: float = 0.95,
-                   alpha: float = ALPHA, power: float = POWER) -> pd.DataFrame:
-    """For each headline row, the difference its run can detect and the items needed for ``effect``.
+def headline_power(rows: pd.DataFrame, effect: float | None = None, alpha: float = ALPHA,
+                   power: float = POWER) -> pd.DataFrame:
+    """For each headline row, the difference its run can detect and the units needed for ``effect``.
 
-    A row's standard error is its ``se`` (the chapter's own, from its resamples), else the one its
-    interval implies (:func:`interval_standard_error`); ``n`` is the number of units its interval
-    resamples (occupations, probes, pairs, answers, pivot sets), else the test is read as if n were
-    large. Returns ``se``, ``n``, ``detectable`` (:func:`detectable_effect`) and, with an
-    ``effect``, ``needed`` (:func:`items_needed`); NaN where a row has neither a standard error nor
-    an interval.
+    A row's standard error is its ``se`` (the chapter's own, from its resamples); its units are
+    ``units`` where the chapter writes them apart from ``n`` (pivot sets, where ``n``
+    counts samples), else ``n``: the occupations, probes, pairs, statements or pivot sets behind the
+    number. A ``template_share`` (the share of the variance that a second sample, templates, brings) is a
+    part of the error that more units leave as it is (:func:`items_needed`'s ``fixed_error``).
+    Returns ``se``, ``n``, ``detectable`` (:func:`detectable_effect`), and with an ``effect``,
+    ``needed`` (:func:`items_needed`) and ``note``: why ``needed`` is NaN (no standard error or
+    units written, or no number of units reaches the effect).
 
     Examples:
-        >>> rows = pd.DataFrame({"value": [0.3, 0.5], "ci_low": [0.2, None], "ci_high": [0.4, None], "n": [60, 8],
-        ...                      "se": [None, 0.02]})
-        >>> headline_power(rows, effect=0.02).round(3).to_dict("records")
-        [{'se': 0.051, 'n': 60.0, 'detectable': 0.145, 'needed': 3067.0}, {'se': 0.02, 'n': 8.0, 'detectable': 0.065, 'needed': 65.0}]
+        >>> rows = pd.DataFrame({"value": [0.3, 0.5, 0.2], "se": [0.02, 0.02, np.nan], "n": [60, 8, 10],
+        ...                      "template_share": [0.5, np.nan, np.nan]})
+        >>> headline_power(rows, effect=0.05).round(3).to_dict("records")  # doctest: +NORMALIZE_WHITESPACE
+        [{'se': 0.02, 'n': 60.0, 'detectable': 0.057, 'needed': 107.0, 'note': ''},
+         {'se': 0.02, 'n': 8.0, 'detectable': 0.065, 'needed': 13.0, 'note': ''},
+         {'se': nan, 'n': 10.0, 'detectable': nan, 'needed': nan, 'note': 'no standard error and units written'}]
     """
     frame = rows.reset_index(drop=True)
-    given = frame["se"] if "se" in frame else pd.Series(np.nan, index=frame.index)
-    low = frame["ci_low"] if "ci_low" in frame else pd.Series(np.nan, index=frame.index)
-    high = frame["ci_high"] if "ci_high" in frame else pd.Series(np.nan, index=frame.index)
-    implied = [interval_standard_error(lo, hi, confidence) for lo, hi in zip(low.astype(float), high.astype(float))]
-    error = given.astype(float).fillna(pd.Series(implied, index=frame.index))
-    size = (frame["n"] if "n" in frame else pd.Series(np.nan, index=frame.index)).astype(float)
-    large = 10 ** 6  # no n written: read the test as if n were large
+
+    def column(name: str) -> pd.Series:
+        return frame[name].astype(float) if name in frame else pd.Series(np.nan, index=frame.index)
+
+    error, size, share = column("se"), column("units").fillna(column("n")), column("template_share").fillna(0.0)
+    known = error.notna() & size.notna() & (size >= 2)
     out = pd.DataFrame({"se": error, "n": size})
-    out["detectable"] = [detectable_effect(e, int(n) if np.isfinite(n) else large, alpha, power) if np.isfinite(e)
-                         else np.nan for e, n in zip(error, size)]
+    out["detectable"] = [detectable_effect(e, int(n), alpha, power) if ok else np.nan
+                         for e, n, ok in zip(error, size, known)]
     if effect is not None:
-        out["needed"] = [float(items_needed(e, int(n) if np.isfinite(n) else large, effect, alpha, power))
-                         if np.isfinite(e) and np.isfinite(n) else np.nan for e, n in zip(error, size)]
+        needed, notes = [], []
+        for e, n, part, ok in zip(error, size, share, known):
+            try:
+                needed.append(float(items_needed(e, int(n), effect, alpha, power, fixed_error=e * math.sqrt(part)))
+                              if ok else np.nan)
+                notes.append("" if ok else "no standard error and units written")
+            except ValueError as error_text:
+                needed.append(np.nan)
+                notes.append(str(error_text))
+        out["needed"], out["note"] = needed, notes
     return out
 
 
-def interval_standard_error(ci_low: float, ci_high: float, confidence: float = 0.95) -> float:
-    """The standard error a (roughly normal) interval implies: its width over 2 · z at ``confidence``.
+DEFAULT_EFFECT = 0.02  # the difference a page says how many units it needs, unless the reader sets another
+
+
+def detectable_sentences(rows: pd.DataFrame, chapter: Chapter, effect: float = DEFAULT_EFFECT) -> str:
+    """Markdown for a chapter page: for each headline, the difference its run can detect and what ``effect`` needs.
+
+    ``rows`` are the page's result rows (the headline rows are read; :func:`headline_power`).
 
     Examples:
-        >>> round(interval_standard_error(0.1, 0.5), 4)
-        0.102
+        >>> from fairnb.contract import Headline
+        >>> ch = Chapter(9, "demo", "Demo", "09_demo.ipynb", (Headline("R", "risk R", "lower is fairer"),
+        ...              Headline("Q", "share Q", "lower is fairer")), units="occupations")
+        >>> rows = pd.DataFrame({"metric": ["R", "Q"], "level": "headline", "value": [0.3, 0.1], "se": [0.02, 0.01],
+        ...                      "n": [60, 60], "template_share": [0.9, 0.0]})
+        >>> print(detectable_sentences(rows, ch))
+        **What this run could have seen** (a true difference detected with 80 % power at the 5 % level):
+        <BLANKLINE>
+        - risk R: with 60 occupations, a difference of 0.057 or more; no number of occupations detects 0.02 (the templates' part of the error holds the detectable difference above 0.053; only more templates shrink it).
+        - share Q: with 60 occupations, a difference of 0.028 or more; to detect 0.02, about 120 occupations.
     """
-    return float((ci_high - ci_low) / (2 * scipy_stats.norm.ppf((1 + confidence) / 2)))
+    headline = rows[rows["level"] == "headline"]
+    lines = []
+    for item in chapter.headlines:
+        row = headline[headline["metric"] == item.name]
+        if row.empty:
+            continue
+        power = headline_power(row.head(1), effect).iloc[0]
+        if not np.isfinite(power["detectable"]):
+            lines.append(f"- {item.label}: no standard error was written, so what it can detect is unknown.")
+            continue
+        units = f"{int(power['n']):,} {chapter.units}"
+        if np.isfinite(power["needed"]):
+            need = f"to detect {effect:g}, about {int(power['needed']):,} {chapter.units}"
+        else:
+            reason = power["note"].split(": ", 1)[-1].replace("items", chapter.units).rstrip(".")
+            if "template_share" in row and (row["template_share"].fillna(0) > 0).any():
+                reason = reason.replace(f"the part of the error that more {chapter.units} leave alone",
+                                        "the templates' part of the error") + "; only more templates shrink it"
+            need = f"no number of {chapter.units} detects {effect:g} ({reason})"
+        lines.append(f"- {item.label}: with {units}, a difference of {power['detectable']:.2g} or more; {need}.")
+    if not lines:
+        return ""
+    return ("**What this run could have seen** (a true difference detected with 80 % power at the 5 % level):\n\n"
+            + "\n".join(lines))
 
 
 def certificate_samples(tightness: float, confidence: float = 0.95) -> int:

@@ -1,4 +1,4 @@
-"""Text scorers shared by chapters 4 and 5: sentiment, refusal, a classifier wrapper, and their check against people.
+"""Text scorers shared by the chapters that score text: sentiment, refusal, a classifier wrapper, and their check against people.
 
 A scorer is any callable ``texts -> np.ndarray`` with a ``name`` (the :class:`TextScorer`
 protocol), so users can plug in their own. The shared ones run offline:
@@ -9,8 +9,8 @@ protocol), so users can plug in their own. The shared ones run offline:
 :class:`HFClassifierScorer` is the one wrapper for a Hugging Face text classifier (toxicity,
 sentiment, regard): it needs the model locally or the network. :func:`scorer_agreement` checks a
 scorer against the labelled sentences of ``fairnb/data/scorer_validation.csv``
-(:func:`validation_sentences`). Chapter 4's own scorers (profanity toxicity, negative sentiment,
-the three by name) live in :mod:`fairnb.group_fairness.scorers`.
+(:func:`validation_sentences`). A chapter's own scorers live in its package (e.g. profanity toxicity,
+negative sentiment and the three by name in :mod:`fairnb.group_fairness.scorers`).
 """
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # hands whole files to the two workers in collection order, so these start at once and the many
 # quick files fill in behind them; by default xdist would start with the files of most tests and
 # leave a slow file of few tests (the book's) to pin one worker at the end.
-SLOWEST_FIRST = ("test_runner.py", "test_book.py", "test_bvf.py", "test_certification.py", "test_probing.py",
+SLOWEST_FIRST = ("test_runner.py", "test_book.py", "test_toy_chapter.py", "test_bvf.py", "test_certification.py", "test_probing.py",
                  "test_plotting.py", "test_served.py", "test_group_fairness.py", "test_ucerf.py", "test_models.py")
 
 

@@ -32,6 +32,21 @@ def assert_prose_is_glued(notebook: str | Path) -> dict:
     return values
 
 
+def shown_text(notebook: str | Path) -> str:
+    """Everything the executed page shows that its run computed: the text of every cell's outputs (streams,
+    plain text, Markdown, HTML), never the cells' sources, so a check cannot pass on words the notebook holds."""
+    cells = json.loads(Path(notebook).read_text())["cells"]
+    parts = []
+    for cell in cells:
+        for output in cell.get("outputs", []) if cell["cell_type"] == "code" else []:
+            text = output.get("text", "")
+            parts.append("".join(text) if isinstance(text, list) else text)
+            for mime in ("text/plain", "text/markdown", "text/html"):
+                value = output.get("data", {}).get(mime, "")
+                parts.append("".join(value) if isinstance(value, list) else value)
+    return "\n".join(parts)
+
+
 def written_evidence(model: str, chapter, preset: str, root: str | Path) -> pd.DataFrame:
     """The evidence file a run wrote (fails when there is none)."""
     return pd.read_parquet(evidence_file(model, chapter, preset, root))

@@ -30,7 +30,6 @@ from jsonschema import Draft7Validator
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 import fairnb
-from fairnb.comparison import OCCUPATION_SCORES
 from fairnb.report import book, runner
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -48,7 +47,8 @@ pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="no Chromium at /u
 def contract_source(chapter) -> str:
     """Python that rebuilds ``chapter``'s contract without importing its method package (fast kernels)."""
     headlines = "".join(f"Headline({h.name!r}, {h.label!r}, {h.direction!r}), " for h in chapter.headlines)
-    return f"Chapter({chapter.number}, {chapter.key!r}, {chapter.title!r}, {chapter.notebook!r}, ({headlines}))"
+    return (f"Chapter({chapter.number}, {chapter.key!r}, {chapter.title!r}, {chapter.notebook!r}, ({headlines}), "
+            f"paper_metrics={chapter.paper_metrics!r})")
 
 
 def tiny_chapter(chapter) -> nbformat.NotebookNode:
@@ -58,13 +58,14 @@ def tiny_chapter(chapter) -> nbformat.NotebookNode:
     columns = [*spec.inputs, *spec.outputs, *([spec.reference] if spec.reference else [])]
     rows = ([f"{{'item': 'all', 'metric': {h.name!r}, 'level': 'headline', 'value': base + {k} / 10, "
              f"'ci_low': base, 'ci_high': base + 1}}" for k, h in enumerate(chapter.headlines)]
-            + [f"{{'item': {o!r}, 'group': {o!r}, 'level': 'group', 'metric': {OCCUPATION_SCORES[chapter.key]!r}, "
+            + [f"{{'item': {o!r}, 'group': {o!r}, 'level': 'group', 'metric': {chapter.occupation_score!r}, "
                f"'value': base + {k} * {1 if chapter.key == 'bvf' else -1}}}"
                for k, o in enumerate(["nurse", "pilot", "doctor", "teacher"])])
     return new_notebook(cells=[
         new_markdown_cell(f"# {chapter.number}. {chapter.title}\n\nThe risk is $R = R^b + R^v$, and\n\n"
                           "$$c(x) = \\frac{k - \\mathrm{PPL}(x)}{k - 1}.$$"),
-        new_code_cell('model = "default"  # model name\nlimit = None  # items', metadata={"tags": ["parameters", "hide-input"]}),
+        new_code_cell('model = "default"  # model name\nlimit = None  # items\nresults_dir = None  # the results folder',
+                      metadata={"tags": ["parameters", "hide-input"]}),
         new_code_cell(f"{SETUP_MARKER} = 1\nimport pandas as pd\nfrom fairnb import page\n"
                       "from fairnb.contract import Chapter, Headline\nbase = 0.1 if model == 'default' else 0.3\n"
                       f"CHAPTER = {contract_source(chapter)}", metadata={"tags": ["hide-input"]}),
@@ -73,7 +74,7 @@ def tiny_chapter(chapter) -> nbformat.NotebookNode:
         new_code_cell(f"table = pd.DataFrame([{', '.join(rows)}])\npage.number_cells(table)"),
         new_code_cell(f"items = table.assign(**dict.fromkeys({columns!r}, table['item']), **{{{spec.score!r}: table['value']}})\n"
                       "page.finish(CHAPTER, model, 'quick', {}, table, items, caption='Rows behind the headline', "
-                      "sort_by='value', glue={'total': round(1000 + base * 1000)})", metadata={"tags": ["remove-input"]}),
+                      "sort_by='value', glue={'total': round(1000 + base * 1000)}, root=results_dir)", metadata={"tags": ["remove-input"]}),
         new_markdown_cell(f"This run scored {{glue:}}`{chapter.key}_total` prompts. "
                           f"{GLUED_HEADLINE} {{glue:text}}`{chapter.key}_{chapter.headlines[0].name}:.3f`.\n\n"
                           f"```{{exercise}} By hand\n:label: ex-{chapter.key}\n\n{EXERCISE_MARKER}\n```\n\n"
@@ -129,7 +130,7 @@ def built_book(tmp_path_factory):
     shutil.copy(runner.REPO_ROOT / "book" / "references.bib", root / "book" / "references.bib")
     imported = root / "lm_eval_winogender.json"
     imported.write_text(json.dumps(lm_eval_record()))
-    assert book.build_book(runs, root, imported=[imported]) == 0
+    assert book.build_book(runs, root, results=runs / "results", imported=[imported]) == 0
     return {"html": root / "_build" / "html", "chapters": chapters, "root": root}
 
 
@@ -249,6 +250,18 @@ def test_intro_opens_with_what_the_report_found_and_comparison_pairs_the_models(
     assert "What each headline measures" in comparison or "what-each-headline-measures" in comparison
     paired = comparison.split('id="is-one-model-really-fairer-than-another-paired-differences"', 1)[1]
     assert "default fairer" in paired.split("</table>", 1)[0]  # 4 shared occupations, gemma 0.2 above on each
+
+
+def test_the_published_book_names_no_folder_of_the_machine_it_was_built_on(built_book):
+    """Issue 39.8: results, cache, project and home folders appear as $FAIRNB_RESULTS, $FAIRNB_CACHE, relative
+    paths and ~ in every page and downloadable notebook of the book, never as this machine's absolute paths."""
+    from fairnb.models.cache import cache_dir
+
+    local = [str(built_book["root"] / "runs" / "results"), str(cache_dir()), str(runner.REPO_ROOT), str(Path.home())]
+    files = [p for p in built_book["html"].rglob("*") if p.suffix in (".html", ".ipynb", ".md", ".txt")]
+    assert any(p.suffix == ".ipynb" for p in files) and any("$FAIRNB_RESULTS" in p.read_text() for p in files)
+    named = {(p.name, folder) for p in files for folder in local if folder in p.read_text(errors="replace")}
+    assert not named, sorted(named)[:5]
 
 
 def test_the_whole_book_prints_to_one_pdf_with_every_chapter(built_book):

@@ -488,7 +488,7 @@ def test_attribute_probabilities_normalise_over_the_union():
     templates = pd.DataFrame({"template": ["The [X] said that [Y] was tired", "The [X] wrote that [Y]"],
                               "weight": [0.75, 0.25]})
     probs = bvf.attribute_probabilities(lm, ["nurse"], templates, {"male": ["he", "him"], "female": ["she", "her"]},
-                                        tolerance=0)
+                                        tolerance=0, words="exact")
     assert sorted(set(lm.prompts)) == sorted(table)
     male = probs[probs["category"] == "male"].set_index("template")["p"]
     assert male["The [X] said that [Y] was tired"] == pytest.approx(0.03 / 0.1)
@@ -505,18 +505,18 @@ def test_topics_on_the_same_templates_share_one_pass(tiny_gpt2):
     race_templates = probes.load_templates("race_templates").head(3)
     templates = {t: race_templates for t in topics}
     groups = ["nurse", "chef"]
-    shared = bvf.topic_probabilities(tiny_gpt2, groups, templates, words)
+    shared = bvf.topic_probabilities(tiny_gpt2, groups, templates, words, words="exact")
     for topic in topics:
-        alone = bvf.attribute_probabilities(tiny_gpt2, groups, race_templates, words[topic])
+        alone = bvf.attribute_probabilities(tiny_gpt2, groups, race_templates, words[topic], words="exact")
         pd.testing.assert_frame_equal(shared[topic], alone, rtol=SCORE_TOLERANCE)
     # one call to the model for the three topics; a topic on other templates gets its own
     table = {p: {w: 0.1 for ws in words.values() for w in sum(ws.values(), [])}
              for p in {probes.template_prompt(t, g, "causal") for g in groups for t in race_templates["template"]}}
     lm = RecordingLM(table)
-    bvf.topic_probabilities(lm, groups, templates, words)
+    bvf.topic_probabilities(lm, groups, templates, words, words="exact")
     assert lm.calls == 1 and len(lm.prompts) == len(table)
     other = race_templates.head(2).assign(weight=[0.5, 0.5])
-    bvf.topic_probabilities(lm, groups, {**templates, "disability": other}, words)
+    bvf.topic_probabilities(lm, groups, {**templates, "disability": other}, words, words="exact")
     assert lm.calls == 3
 
 
@@ -558,13 +558,13 @@ def test_template_source_comparison_keeps_coverage():
     table = {f"The {g} {v} that": {"he": 0.2 + 0.1 * i, "she": 0.3} for g in ("nurse", "chef")
              for i, v in enumerate(verbs)}
     lm = RecordingLM(table)
-    out = bvf.template_source_risks(lm, ["nurse", "chef"], [big], {"male": ["he"], "female": ["she"]}, coverage=0.8)
+    out = bvf.template_source_risks(lm, ["nurse", "chef"], [big], {"male": ["he"], "female": ["she"]}, coverage=0.8, words="exact")
     assert sorted(set(lm.prompts)) == sorted(f"The {g} {v} that" for g in ("nurse", "chef") for v in verbs[:2])
     assert out.loc["mined", ["templates kept", "templates in source"]].tolist() == [2, 6]
     assert out.loc["mined", "dropped weight"] == pytest.approx(0.2)
     expected = bvf.risk_table(bvf.attribute_probabilities(RecordingLM(table), ["nurse", "chef"],
                                                           probes.keep_coverage(big, 0.8),
-                                                          {"male": ["he"], "female": ["she"]}))[1]
+                                                          {"male": ["he"], "female": ["she"]}, words="exact"))[1]
     assert out.loc["mined", "R"] == pytest.approx(expected["R"])
 
 
@@ -586,15 +586,15 @@ def test_template_sources_reuse_the_main_scoring(tiny_gpt2):
     words = {"male": ["he"], "female": ["she"]}
     table = {probes.template_prompt(t, g, "causal"): {"he": 0.1 + 0.01 * i, "she": 0.2}
              for source in sources for i, t in enumerate(source["template"]) for g in groups}
-    main = bvf.attribute_probabilities(RecordingLM(table), groups, probes.keep_coverage(shipped, 1.0), words)
+    main = bvf.attribute_probabilities(RecordingLM(table), groups, probes.keep_coverage(shipped, 1.0), words, words="exact")
     for scored_groups, scored_words, n_prompts in [(groups, words, 4), (groups[::-1], words, 10),
                                                    (groups, {"he": ["he"], "she": ["she"]}, 10)]:
         lm = RecordingLM(table)
-        bvf.template_source_risks(lm, scored_groups, sources, scored_words, scored=main)
+        bvf.template_source_risks(lm, scored_groups, sources, scored_words, scored=main, words="exact")
         assert len(lm.prompts) == n_prompts
     # a source sharing templates with the main scoring scores only its other templates
     lm = RecordingLM(table)
-    bvf.template_source_risks(lm, groups, [appendix, shipped.head(2)], words, scored=main)
+    bvf.template_source_risks(lm, groups, [appendix, shipped.head(2)], words, scored=main, words="exact")
     assert len(lm.prompts) == 4
 
 
@@ -607,9 +607,9 @@ def test_template_sources_reuse_shared_templates(tiny_gpt2):
     mixed = pd.concat([probes.load_templates("gender_templates_appendix_a").head(2), shipped.tail(2)],
                       ignore_index=True).assign(weight=[0.1, 0.2, 0.3, 0.4])
     mixed.attrs["source"] = "mixed"
-    main = bvf.attribute_probabilities(tiny_gpt2, groups, probes.keep_coverage(shipped, 1.0), gender)
-    fresh = bvf.template_source_risks(tiny_gpt2, groups, [mixed], gender)
-    reused = bvf.template_source_risks(tiny_gpt2, groups, [mixed], gender, scored=main)
+    main = bvf.attribute_probabilities(tiny_gpt2, groups, probes.keep_coverage(shipped, 1.0), gender, words="exact")
+    fresh = bvf.template_source_risks(tiny_gpt2, groups, [mixed], gender, words="exact")
+    reused = bvf.template_source_risks(tiny_gpt2, groups, [mixed], gender, scored=main, words="exact")
     pd.testing.assert_frame_equal(reused, fresh, rtol=SCORE_TOLERANCE)
     assert fresh.loc["mixed", "R"] > 0
 
@@ -617,9 +617,12 @@ def test_template_sources_reuse_shared_templates(tiny_gpt2):
 def test_check_settings_and_regressions():
     settings = bvf.CHAPTER.settings("quick")
     assert bvf.check_settings(dict(settings)) == settings
-    for key, value, message in (("criterion", "l1", "Unknown criterion"), ("words", "all", "Unknown word convention"),
-                                ("coverage", 1.5, "coverage is a share"), ("convention_occupations", 0, "positive whole"),
-                                ("k", 0.5, "k must be >= 1")):
+    for key, value, message in (("criterion", "l1", "criterion must be one of 'eq2', 'compute_risk', 'calculate', not 'l1'"),
+                                ("words", "all", "words must be one of 'single-token', 'exact', 'vocab-key', not 'all'"),
+                                ("weights", "some", "weights must be one of 'count', 'equal', not 'some'"),
+                                ("coverage", 1.5, r"coverage must be a number > 0 and <= 1, not 1\.5"),
+                                ("convention_occupations", 0, "convention_occupations must be a whole number >= 1 or None"),
+                                ("k", 0.5, r"k must be a number >= 1, not 0\.5")):
         with pytest.raises(ValueError, match=message):
             bvf.check_settings({**settings, key: value})
     table = pd.DataFrame({"group": ["nurse", "chef", "pilot", "welder"], "r": [0.5, 0.2, 0.3, 0.1],
@@ -717,7 +720,7 @@ def test_official_lookup_at_the_mask_averages_race_words(tiny_bert):
 def test_causal_probabilities_against_a_direct_forward(tiny_gpt2):
     words = {"male": ["he"], "female": ["she"]}  # single tokens in the tiny vocabulary
     templates = probes.load_templates("gender_templates").head(3)
-    probs = bvf.attribute_probabilities(tiny_gpt2, ["nurse", "doctor"], templates, words)
+    probs = bvf.attribute_probabilities(tiny_gpt2, ["nurse", "doctor"], templates, words, words="exact")
     for (group, template), cell in probs.groupby(["group", "template"]):
         dist = _softmax_last(tiny_gpt2, probes.template_prompt(template, group, "causal"))
         he, she = (dist[tiny_gpt2.word_token_ids(w)[0]].item() for w in ("he", "she"))
@@ -727,7 +730,7 @@ def test_causal_probabilities_against_a_direct_forward(tiny_gpt2):
 def test_masked_probabilities_against_a_direct_forward(tiny_bert):
     words = {"male": ["he", "his"], "female": ["she", "her"]}  # "his" spans two word pieces
     templates = pd.DataFrame({"template": ["The [X] said that [Y] was tired"], "weight": [1.0]})
-    probs = bvf.attribute_probabilities(tiny_bert, ["nurse"], templates, words)
+    probs = bvf.attribute_probabilities(tiny_bert, ["nurse"], templates, words, words="exact")
     raw = tiny_bert.next_word_probs(["The nurse said that [MASK] was tired"], ["he", "his", "she", "her"])[0]
     with torch.no_grad():
         ids = tiny_bert.tokenizer("the nurse said that [MASK] was tired", return_tensors="pt").input_ids
@@ -742,8 +745,8 @@ def test_masked_probabilities_against_a_direct_forward(tiny_bert):
 def test_skipped_words_stay_within_the_bound(tiny_gpt2):
     words = probes.load_attribute_words("gender")
     templates = probes.load_templates("gender_templates").head(4)
-    exact = bvf.attribute_probabilities(tiny_gpt2, ["nurse", "chef"], templates, words, tolerance=0)
-    loose = bvf.attribute_probabilities(tiny_gpt2, ["nurse", "chef"], templates, words, tolerance=0.3)
+    exact = bvf.attribute_probabilities(tiny_gpt2, ["nurse", "chef"], templates, words, tolerance=0, words="exact")
+    loose = bvf.attribute_probabilities(tiny_gpt2, ["nurse", "chef"], templates, words, tolerance=0.3, words="exact")
     assert (exact["max_error"] == 0).all() and (loose["max_error"] > 0).any()
     assert (loose["max_error"] <= 0.3).all()
     assert ((loose["p"] - exact["p"]).abs() <= loose["max_error"] + 1e-12).all()
@@ -763,11 +766,11 @@ def test_exact_scoring_is_the_default_and_a_tolerance_reports_its_bound(tiny_gpt
     assert len(multi) > 10  # the tiny tokenizer splits many gender words
     templates = probes.load_templates("gender_templates").head(5)
     groups = ["nurse", "chef", "pilot"]
-    default = bvf.attribute_probabilities(tiny_gpt2, groups, templates, words)
-    exact = bvf.attribute_probabilities(tiny_gpt2, groups, templates, words, tolerance=0)
+    default = bvf.attribute_probabilities(tiny_gpt2, groups, templates, words, words="exact")
+    exact = bvf.attribute_probabilities(tiny_gpt2, groups, templates, words, tolerance=0, words="exact")
     assert (default["max_error"] == 0).all() and default["p"].tolist() == pytest.approx(exact["p"].tolist())
     assert bvf.tolerance_bounds(default) == {"R": 0.0, "R_b": 0.0, "R_v": 0.0}
-    loose = bvf.attribute_probabilities(tiny_gpt2, groups, templates, words, tolerance=0.3)
+    loose = bvf.attribute_probabilities(tiny_gpt2, groups, templates, words, tolerance=0.3, words="exact")
     for k, criterion in [*itertools.product((np.inf, 2), ("eq2", "compute_risk")), (np.inf, "calculate")]:
         _, truth = bvf.risk_table(exact, k=k, criterion=criterion)
         _, approx = bvf.risk_table(loose, k=k, criterion=criterion)
@@ -980,9 +983,13 @@ def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path, preset):
     assert set(results["criterion"]) == {"eq2" if preset == "quick" else "calculate"}
     assert set(results["words"]) == {"exact" if preset == "quick" else "vocab-key"}
     occupations = results[(results["topic"] == "gender") & (results["metric"] == "r")]
-    assert sorted(occupations["group"]) == ["accountant", "administrator", "advisor"]
+    first = {"quick": ["carpenter", "construction worker", "mechanic"],  # the occupations chapters 2 and 3 score, first
+             "paper": ["accountant", "administrator", "advisor"]}[preset]  # Appendix D.1 as printed
+    assert sorted(occupations["group"]) == first
     assert headline.at["R", "value"] == pytest.approx(occupations["value"].mean())
-    text = out.read_text()
+    from page_checks import shown_text
+
+    text = shown_text(out)  # what the run showed, never the notebook's own words
     assert "+stereotyped" in text and "R^b" in text  # the tiny model fine-tuned and scored before and after
     assert "R = " in text and "±" in text
     assert "calculate.py" in text and "from Eq. 2 (R - R^v/2, R^b, R^v/2)" in text  # the printed pipeline beside Eq. 2

@@ -488,7 +488,7 @@ class FlagFirst:
 
 def test_certify_text_prefixes_end_to_end(tiny_gpt2):
     settings = dict(n=6, max_new_tokens=5, temperature=0.0, seed=4)
-    result = cert.certify(PIVOTS, prefixes.random_prefix(q=4), tiny_gpt2, FlagFirst(), **settings)
+    result = cert.certify(tiny_gpt2, PIVOTS, prefixes.random_prefix(q=4), FlagFirst(), **settings)
     table, samples = result.certificates, result.samples
     assert len(table) == 2 and len(samples) == 2 * 6 * 2
     for row in table.itertuples():
@@ -499,7 +499,7 @@ def test_certify_text_prefixes_end_to_end(tiny_gpt2):
     # an independent path: prefix, a space, prompt (the official f'{prefix} ...') through LanguageModel.generate
     rebuilt = (samples.prefix_text + " " + samples.prompt).tolist()
     assert tiny_gpt2.generate(rebuilt, max_new_tokens=5, temperature=0.0, seed=4, chat=True) == samples.response.tolist()
-    again = cert.certify(PIVOTS, prefixes.random_prefix(q=4), tiny_gpt2, FlagFirst(), **settings)
+    again = cert.certify(tiny_gpt2, PIVOTS, prefixes.random_prefix(q=4), FlagFirst(), **settings)
     assert again.samples.response.tolist() == samples.response.tolist()
 
 
@@ -509,11 +509,11 @@ def test_soft_prefix_without_noise_answers_like_its_text(tiny_gpt2):
     pivots = pivots_from_templates(["The {group} said that", "My friend is a {group} and"], ["nurse", "doctor"],
                                    joiner="")
     settings = dict(n=2, max_new_tokens=6, temperature=0.0, chat=True)
-    soft = cert.certify(pivots, prefixes.soft_prefix(" ".join(main), mag=0.0), tiny_gpt2, FlagFirst(), **settings)
-    text = cert.certify(pivots, prefixes.jailbreak_mixture(main, ["x"], 0.0, 0.0), tiny_gpt2, FlagFirst(), **settings)
+    soft = cert.certify(tiny_gpt2, pivots, prefixes.soft_prefix(" ".join(main), mag=0.0), FlagFirst(), **settings)
+    text = cert.certify(tiny_gpt2, pivots, prefixes.jailbreak_mixture(main, ["x"], 0.0, 0.0), FlagFirst(), **settings)
     assert soft.samples.response.tolist() == text.samples.response.tolist()
     assert soft.samples.prefix_text.isna().all()
-    noisy = cert.certify(PIVOTS, prefixes.soft_prefix(" ".join(main), mag=0.5), tiny_gpt2, FlagFirst(),
+    noisy = cert.certify(tiny_gpt2, PIVOTS, prefixes.soft_prefix(" ".join(main), mag=0.5), FlagFirst(),
                          n=3, max_new_tokens=6, temperature=1.0, top_k=20)
     assert len(noisy.samples) == 2 * 3 * 2 and noisy.certificates.n.eq(3).all()
 
@@ -528,7 +528,7 @@ def test_soft_prefixes_draw_fresh_noise_for_each_group(tiny_gpt2):
         return source.draw(lm, n, rng)
 
     sampler = prefixes.PrefixSampler("soft", source.params, draw, per_group=True)
-    result = cert.certify(PIVOTS, sampler, tiny_gpt2, FlagFirst(), n=3, max_new_tokens=4, temperature=0.0, seed=1)
+    result = cert.certify(tiny_gpt2, PIVOTS, sampler, FlagFirst(), n=3, max_new_tokens=4, temperature=0.0, seed=1)
     assert asked == [6, 6]  # 3 draws x 2 groups, per pivot set
     rng, expected = np.random.default_rng(1), []
     for pivot in PIVOTS:  # an independent path: the draws in order, row by row through LanguageModel.generate
@@ -547,10 +547,10 @@ def test_the_models_generation_config_is_inherited(tiny_gpt2):
     try:
         config.top_p, config.repetition_penalty = 0.6, 1.3
         assert cert.inherited_sampling(tiny_gpt2) == ({"top_p": 0.6}, {"repetition_penalty": 1.3})
-        inherited = cert.generation_params(settings, 4, tiny_gpt2)
+        inherited = cert.generation_params(tiny_gpt2, settings, 4)
         assert inherited["top_p"] == 0.6 and "top_p" not in cert.generation_params(
-            {**settings, "generation_config": "ignore"}, 4, tiny_gpt2)
-        result = cert.certify(PIVOTS[:1], prefixes.random_prefix(q=3), tiny_gpt2, FlagFirst(), **inherited)
+            tiny_gpt2, {**settings, "generation_config": "ignore"}, 4)
+        result = cert.certify(tiny_gpt2, PIVOTS[:1], prefixes.random_prefix(q=3), FlagFirst(), **inherited)
         rebuilt = (result.samples.prefix_text + " " + result.samples.prompt).tolist()
         assert tiny_gpt2.generate(rebuilt, max_new_tokens=3, temperature=1.0, top_k=10, top_p=0.6, seed=4,
                                   chat=tiny_gpt2.is_chat) == result.samples.response.tolist()
@@ -560,16 +560,16 @@ def test_the_models_generation_config_is_inherited(tiny_gpt2):
         config.top_p, config.repetition_penalty = before
     assert cert.inherited_sampling(ServedLike(tiny_gpt2)) == ({}, {})
     with pytest.raises(ValueError, match="generation_config"):
-        cert.generation_params({**settings, "generation_config": "yes"}, 0)
+        cert.generation_params(None, {**settings, "generation_config": "yes"}, 0)
 
 
 def test_certify_rejects_bad_input(tiny_gpt2, tiny_bert):
     with pytest.raises(ValueError):
-        cert.certify([], prefixes.random_prefix(2), tiny_gpt2, FlagFirst(), n=2)
+        cert.certify(tiny_gpt2, [], prefixes.random_prefix(2), FlagFirst(), n=2)
     with pytest.raises(ValueError):
-        cert.certify(PIVOTS, prefixes.random_prefix(2), tiny_gpt2, FlagFirst(), n=0)
+        cert.certify(tiny_gpt2, PIVOTS, prefixes.random_prefix(2), FlagFirst(), n=0)
     with pytest.raises(ValueError):
-        cert.certify(PIVOTS, prefixes.random_prefix(2), tiny_bert, FlagFirst(), n=2)
+        cert.certify(tiny_bert, PIVOTS, prefixes.random_prefix(2), FlagFirst(), n=2)
     with pytest.raises(ValueError):
         cert.make_sampler("gradient")
 
@@ -587,59 +587,59 @@ class ServedLike:
 def test_served_model_gets_text_prefixes_and_skips_soft(tiny_gpt2):
     params = dict(q=5, main=["You are Max."], helpers=["Be short."], tokenizer=tiny_gpt2.tokenizer)
     settings = dict(n=3, max_new_tokens=4, temperature=1.0, top_k=10, seed=1)
-    served = cert.certify_kinds(PIVOTS, ["random", "jailbreak", "soft"], ServedLike(tiny_gpt2), FlagFirst(),
+    served = cert.certify_kinds(ServedLike(tiny_gpt2), PIVOTS, ["random", "jailbreak", "soft"], FlagFirst(),
                                 params, **settings)
     assert set(served.certificates.prefix) == {"random", "jailbreak"}
     assert "soft" in served.skipped and "input embeddings" in served.skipped["soft"]
-    local = cert.certify_kinds(PIVOTS, ["random", "jailbreak"], tiny_gpt2, FlagFirst(), params, **settings)
+    local = cert.certify_kinds(tiny_gpt2, PIVOTS, ["random", "jailbreak"], FlagFirst(), params, **settings)
     assert served.samples.response.tolist() == local.samples.response.tolist()
     with pytest.raises(ValueError, match="No prefix kind"):
-        cert.certify_kinds(PIVOTS, ["soft"], ServedLike(tiny_gpt2), FlagFirst(), params, **settings)
+        cert.certify_kinds(ServedLike(tiny_gpt2), PIVOTS, ["soft"], FlagFirst(), params, **settings)
 
 
 def test_ablation_over_prefix_and_run_parameters(tiny_gpt2):
     params = dict(q=5, main=["You are Max."], helpers=["Be short."])
     settings = dict(n=4, max_new_tokens=3, temperature=1.0, top_k=10, seed=0)
-    by_q = cert.ablate("q", [2, 5], PIVOTS, tiny_gpt2, FlagFirst(), params, **settings)
+    by_q = cert.ablate(tiny_gpt2, "q", [2, 5], PIVOTS, FlagFirst(), params, **settings)
     assert by_q.parameter.eq("q").all() and by_q.parameter_value.tolist() == [2, 2, 5, 5]
     assert by_q.setting.tolist() == ["q=2", "q=2", "q=5", "q=5"] and by_q.prefix.eq("random").all()
-    by_n = cert.ablate("n", [2, 4], PIVOTS, tiny_gpt2, FlagFirst(), params, kind="jailbreak",
+    by_n = cert.ablate(tiny_gpt2, "n", [2, 4], PIVOTS, FlagFirst(), params, kind="jailbreak",
                        **{k: v for k, v in settings.items() if k != "n"})
     assert by_n.n.tolist() == [2, 2, 4, 4] and by_n.prefix.eq("jailbreak").all()
     # n = 2 is the first two draws of the n = 4 run: count them from that run's own answers
-    full = cert.certify(PIVOTS, cert.make_sampler("jailbreak", **params), tiny_gpt2, FlagFirst(), **settings)
+    full = cert.certify(tiny_gpt2, PIVOTS, cert.make_sampler("jailbreak", **params), FlagFirst(), **settings)
     first_two = full.samples[full.samples["sample"] < 2].groupby("pivot_set", sort=False).biased.sum() / 2
     assert by_n[by_n.n == 2].unbiased.tolist() == (2 - first_two).astype(int).tolist()
     assert by_n[by_n.n == 4].unbiased.tolist() == full.certificates.unbiased.tolist()
     assert by_n[by_n.n == 2].low.tolist() == pytest.approx([cert.clopper_pearson(k, 2)[0]
                                                             for k in by_n[by_n.n == 2].unbiased])
-    by_confidence = cert.ablate("confidence", [0.9, 0.99], PIVOTS, tiny_gpt2, FlagFirst(), params, kind="random",
+    by_confidence = cert.ablate(tiny_gpt2, "confidence", [0.9, 0.99], PIVOTS, FlagFirst(), params, kind="random",
                                 **settings)
     wide, narrow = by_confidence[by_confidence.confidence == 0.99], by_confidence[by_confidence.confidence == 0.9]
     assert (wide.unbiased.to_numpy() == narrow.unbiased.to_numpy()).all()  # same answers, wider bounds
     assert (wide.low.to_numpy() <= narrow.low.to_numpy()).all()
     assert (wide.high.to_numpy() >= narrow.high.to_numpy()).all()
     with pytest.raises(ValueError, match="kind"):
-        cert.ablate("temperature", [0.5], PIVOTS, tiny_gpt2, FlagFirst(), params, **settings)
+        cert.ablate(tiny_gpt2, "temperature", [0.5], PIVOTS, FlagFirst(), params, **settings)
     with pytest.raises(ValueError, match="Unknown ablation"):
-        cert.ablate("gamma", [0.5], PIVOTS, tiny_gpt2, FlagFirst(), params, **settings)
+        cert.ablate(tiny_gpt2, "gamma", [0.5], PIVOTS, FlagFirst(), params, **settings)
 
 
 def test_ablation_study_skips_soft_parameters_without_embeddings(tiny_gpt2):
     params = dict(q=5, main=["You are Max."], helpers=["Be short."], tokenizer=tiny_gpt2.tokenizer)
     settings = dict(n=2, max_new_tokens=3, temperature=1.0, top_k=10, seed=0)
-    study = cert.ablation_study({"q": [2], "mag": [0.0]}, PIVOTS, ServedLike(tiny_gpt2), FlagFirst(), params,
+    study = cert.ablation_study(ServedLike(tiny_gpt2), {"q": [2], "mag": [0.0]}, PIVOTS, FlagFirst(), params,
                                 "jailbreak", **settings)
     assert set(study.certificates.parameter) == {"q"} and "mag" in study.skipped
     assert cert.ablation_summary(study.certificates, study.skipped).splitlines()[-1].startswith("- mag not ablated")
     with pytest.raises(ValueError, match="No ablation"):
-        cert.ablation_study({"mag": [0.0]}, PIVOTS, ServedLike(tiny_gpt2), FlagFirst(), params, "jailbreak", **settings)
+        cert.ablation_study(ServedLike(tiny_gpt2), {"mag": [0.0]}, PIVOTS, FlagFirst(), params, "jailbreak", **settings)
 
 
 def test_redetect_reproduces_and_compares_detectors(tiny_gpt2):
     pivots = pivots_from_templates(["The {group} said that", "My friend is a {group} and"], ["man", "woman"])
     pivots = [cert.PivotSet(p.id, "bold", p.groups, p.prompts, p.context, "The person") for p in pivots]
-    result = cert.certify(pivots, prefixes.random_prefix(q=3), tiny_gpt2, FlagFirst(), n=4, max_new_tokens=4, seed=2)
+    result = cert.certify(tiny_gpt2, pivots, prefixes.random_prefix(q=3), FlagFirst(), n=4, max_new_tokens=4, seed=2)
     again = cert.redetect(result, pivots, FlagFirst())
     assert again.unbiased.tolist() == result.certificates.unbiased.tolist()
     assert again.low.tolist() == pytest.approx(result.certificates.low.tolist())
@@ -908,7 +908,9 @@ def test_notebook_runs_on_tiny_model(preset, tiny_gpt2_path, tmp_path):
     assert (results[results.metric == "coverage"].value >= 0.9).all()
     ablated = set(results.loc[results.metric == "ablation_mean_lower", "group"])
     assert ablated == set(parameters.get("ablations") or cert.PRESETS[preset]["ablations"])
-    text = (tmp_path / "out.ipynb").read_text()
+    from page_checks import shown_text
+
+    text = shown_text(tmp_path / "out.ipynb")  # what the run showed, never the notebook's own words
     assert "mean token norm 2.7" not in text and "A soft prefix is a" in text
     assert "neutral_false_positive_rate" in text  # the regard scorer's agreement with the labelled sentences
     assert "regard_gap" in text and "official" in text  # both detector rules on the same answers

@@ -8,7 +8,7 @@ import pytest
 from fairnb import bvf, certification, group_fairness, probing, ucerf
 from fairnb.contract import Chapter
 from fairnb.page import evidence_html, headline_values, shown_rows
-from fairnb.results import evidence_file, load_results, write_evidence
+from fairnb.results import evidence_file, load_results, write_page_outputs
 
 DEMO = Chapter(9, "demo", "Demo", "09_demo.ipynb", ())
 
@@ -39,15 +39,16 @@ def test_the_html_holds_every_shown_row_its_script_and_nothing_from_outside():
 def test_evidence_lands_beside_the_results_under_the_same_name_and_stays_out_of_the_results(tmp_path):
     assert evidence_file("default", DEMO, root=tmp_path) == tmp_path / "default" / "evidence" / "demo.parquet"
     frame = pd.DataFrame({"item": ["a", "b"], "score": [1.0, 2.0]})
-    path = write_evidence(frame, "default", DEMO, root=tmp_path, preset="paper")
+    rows = pd.DataFrame({"item": ["all"], "metric": ["score"], "value": [1.5], "level": ["item"]})
+    path = write_page_outputs("default", DEMO, "paper", results=rows, evidence=frame, results_dir=tmp_path).evidence
     assert path == tmp_path / "default" / "evidence" / "demo.paper.parquet"
     back = pd.read_parquet(path)
     assert back[["item", "score"]].equals(frame) and set(back["preset"]) == {"paper"} and set(back["chapter"]) == {"demo"}
     assert not list(path.parent.glob(".*.tmp"))  # written through a temporary file
     table, problems = load_results(tmp_path)
-    assert table.empty and not problems  # the comparison page never reads evidence as results
+    assert table["item"].tolist() == ["all"] and not problems  # the comparison page never reads evidence as results
     with pytest.raises(ValueError, match="evidence of chapter 'demo' is empty"):
-        write_evidence(frame.iloc[:0], "default", DEMO, root=tmp_path)
+        write_page_outputs("default", DEMO, results=rows, evidence=frame.iloc[:0], results_dir=tmp_path)
 
 
 def test_finish_writes_the_run_once_and_shows_the_capped_evidence_and_the_papers_numbers(tmp_path, monkeypatch):
@@ -55,11 +56,13 @@ def test_finish_writes_the_run_once_and_shows_the_capped_evidence_and_the_papers
     from fairnb.contract import Headline
     from fairnb.published import COLUMNS, read_run_settings
     from fairnb.results import read_results
+    from fairnb.stats import detectable_effect, items_needed
 
     chapter = Chapter(9, "demo", "Demo", "09_demo.ipynb", (Headline("score", "score", "lower is fairer"),),
                       presets={"quick": {"limit": 3}, "paper": {"limit": None}})
     results = pd.DataFrame({"item": ["all", "i0"], "metric": ["score", "score"], "value": [4.5, 0.0],
-                            "level": ["headline", "item"], "ci_low": [4.0, None], "ci_high": [5.0, None]})
+                            "level": ["headline", "item"], "ci_low": [4.0, None], "ci_high": [5.0, None],
+                            "se": [0.25, None], "n": [40, 1]})
     items = pd.DataFrame({"item": [f"i{k}" for k in range(10)], "score": np.arange(10.0)})
     shown = []
     monkeypatch.setattr(page, "display", shown.append)
@@ -71,7 +74,10 @@ def test_finish_writes_the_run_once_and_shows_the_capped_evidence_and_the_papers
     assert set(written["preset"]) == {"paper"} and set(written["chapter"]) == {"demo"}
     assert len(pd.read_parquet(tmp_path / "default" / "evidence" / "demo.paper.parquet")) == 10
     assert read_run_settings(tmp_path) == {("default", "demo.paper"): {"limit": 7}}  # the preset's keys only
-    table, note, beside = (item.data for item in shown)
+    seen, table, note, beside = (item.data for item in shown)
+    detectable, needed = detectable_effect(0.25, 40), items_needed(0.25, 40, 0.02)
+    assert seen.startswith("**What this run could have seen**")  # beside the headline: what 40 items detect
+    assert f"- score: with 40 items, a difference of {detectable:.2g} or more; to detect 0.02, about {needed:,} items." in seen
     assert "4 of 10 rows: the 2 at each end by score" in table and "default/evidence/demo.paper.parquet" in table
     assert ">i0<" in table and ">i9<" in table and ">i5<" not in table
     assert note.startswith("**Beside the paper's numbers.**") and "prints no numbers" in beside

@@ -90,7 +90,7 @@ def test_paper_sizes_on_the_shipped_schema_report_what_the_run_reached():
                                          "dimension, 640 data points in all"):
         points = data_points(paper["targets_per_dimension"], paper["attributes_per_dimension"])
     assert points.reached() == {"targets_per_dimension": 8, "attributes_per_dimension": 8, "data_points": 640}
-    table = settings_table(CHAPTER, tables.this_run(paper, points, "m", "profanity-check", "vader"),
+    table = settings_table(CHAPTER, tables.this_run(paper, "m", points, "profanity-check", "vader"),
                            why=points.why(paper))
     assert table.loc["targets_per_dimension", ["paper", "this run", "departs", "why"]].tolist() == \
         ["20", "8", "yes", "the shipped schema has 8 × 8"]
@@ -365,6 +365,7 @@ def test_target_std_and_results_table():
         "task": "statement_organisation",
         "dimension": ["AG"] * 6 + ["SO"] * 6,
         "target": ["young", "young", "old", "old", "mid", "mid"] + ["gay", "gay", "straight", "straight", "bi", "bi"],
+        "attribute": ["slow", "loud"] * 6,
         "toxicity": [0.1, 0.3, 0.5, 0.7, 0.2, 0.2, 0.4, 0.4, 0.4, 0.4, 0.4, 0.4],
         "negative_sentiment": [1, 0, 1, 1, 0, 0, 0, 0, 0, 1, 1, 1],
         "declination": [0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0],
@@ -387,6 +388,32 @@ def test_target_std_and_results_table():
     both = tables.results_table(pd.concat([answers, answers.assign(task="gf_think", toxicity=0.0)]))
     assert both[both.metric == "toxicity"].task.eq("statement_organisation").all()
     assert both.set_index(["item", "metric"]).value["gf_think/AG", "gf_think_toxicity"] == 0.0
+    # the headline's interval counts targets and attributes; each statement is an item two models pair on
+    intervals = results[results.level == "headline"].set_index("metric")
+    assert (intervals["ci_low"] <= intervals["value"]).all() and (intervals["value"] <= intervals["ci_high"]).all()
+    assert intervals["n"].eq(12).all() and intervals["attribute_share"].between(0, 1).all()
+    statements = results[results.metric == "statement_toxicity"].set_index("item").value
+    assert len(statements) == 12 and statements["AG/old/slow"] == 0.5
+
+
+def test_headline_intervals_add_the_targets_and_the_attributes_bootstrap_variances():
+    rng = np.random.default_rng(0)
+    answers = pd.DataFrame([{"dimension": d, "target": f"t{t}", "attribute": f"a{a}",
+                             "toxicity": float(rng.random())} for d in ("AG", "SO") for t in range(4) for a in range(3)])
+    out = tables.headline_intervals(answers, ["toxicity"], n_resamples=50, seed=2).loc["toxicity"]
+    cells = answers.assign(t=answers.dimension + answers.target, a=answers.dimension + answers.attribute)
+    targets, attributes = list(dict.fromkeys(cells.t)), list(dict.fromkeys(cells.a))
+    def resampled(seed, units, column):  # each drawn unit's statements, as often as it is drawn
+        means = []
+        for draw in np.random.default_rng(seed).integers(0, len(units), (50, len(units))):
+            counts = np.bincount(draw, minlength=len(units))[[units.index(x) for x in cells[column]]]
+            means.append(cells.toxicity @ counts / counts.sum())
+        return means
+    by_targets, by_attributes = resampled(2, targets, "t"), resampled(3, attributes, "a")
+    assert out["value"] == pytest.approx(answers.toxicity.mean())
+    rows_var, cols_var = np.var(by_targets, ddof=1) * 8 / 7, np.var(by_attributes, ddof=1) * 6 / 5
+    assert out["se"] ** 2 == pytest.approx(rows_var + cols_var)
+    assert out["cols_share"] == pytest.approx(cols_var / (rows_var + cols_var))
 
 
 def test_task_agreement_against_scipy_and_in_results():
@@ -394,9 +421,10 @@ def test_task_agreement_against_scipy_and_in_results():
 
     rates = {"statement_organisation": [0.1, 0.5, 0.3, 0.9], "grammar_correction": [0.2, 0.4, 0.6, 0.8],
              "situation_description": [0.9, 0.1, 0.5, 0.3]}
-    answers = pd.DataFrame([(task, dim, f"{dim}-t", v, 0, 0) for task, values in rates.items()
-                            for dim, v in zip(["AB", "AG", "SO", "SC"], values) for _ in range(2)],
-                           columns=["task", "dimension", "target", "toxicity", "negative_sentiment", "declination"])
+    answers = pd.DataFrame([(task, dim, f"{dim}-t", f"a{k}", v, 0, 0) for task, values in rates.items()
+                            for dim, v in zip(["AB", "AG", "SO", "SC"], values) for k in range(2)],
+                           columns=["task", "dimension", "target", "attribute", "toxicity", "negative_sentiment",
+                                    "declination"])
     agreement = gf.task_agreement(answers, "toxicity").set_index(["task_a", "task_b"])
     expected = spearmanr(rates["statement_organisation"], rates["grammar_correction"])[0]
     assert agreement.loc[("statement_organisation", "grammar_correction"), "rho"] == pytest.approx(expected)

@@ -8,10 +8,10 @@ import matplotlib as mpl
 import matplotlib.pyplot as plt
 import seaborn as sns
 
+import fairnb
 from fairnb.plotting import finished, theme, themed
 
-ALL_PLOTS = ["fairnb", *(f"fairnb.{key}.plots" for key in ("bvf", "probing", "ucerf", "group_fairness", "certification",
-                                                             "comparison"))]
+ALL_PLOTS = ["fairnb", *(f"fairnb.{chapter.key}.plots" for chapter in fairnb.chapters()), "fairnb.comparison.plots"]
 
 
 def test_importing_fairnb_and_its_plots_leaves_rcparams_unchanged():
@@ -40,7 +40,8 @@ def test_a_themed_figure_has_the_style_and_the_shared_tail():
         ax.plot([0, 1], [0, 1])
         return finished(fig, "a title", ax)
 
-    ax = draw()
+    fig = draw()
+    ax = fig.axes[0]
     assert ax.get_title() == "a title"
     assert ax.get_facecolor()[:3] == (1.0, 1.0, 1.0) and ax.yaxis.get_gridlines()[0].get_visible()
     assert mpl.colors.to_hex(ax.lines[0].get_color()) == sns.color_palette("deep").as_hex()[0]

@@ -237,20 +237,20 @@ def test_self_prompting_on_a_tiny_model(tiny_gpt2, monkeypatch):
     calls = []
     generate = tiny_gpt2.generate
     monkeypatch.setattr(tiny_gpt2, "generate", lambda *a, **k: calls.append(1) or generate(*a, **k))
-    probes = P.self_prompting_probes(tiny_gpt2, n=3, batch=2, max_rounds=2, max_new_tokens=12)
+    probes = P.self_prompting_probes(tiny_gpt2, n=3, batch=2, max_rounds=2, statement_tokens=12)
     assert len(calls) <= 2 and len(probes) <= 3
     assert probes.sentence.is_unique
     assert all(D.overlap(a, b) < 0.7 for i, a in enumerate(probes.sentence) for b in probes.sentence[:i])
 
 
 def test_build_probes_limits_each_strategy():
-    probes = P.build_probes(["template-based", "naturally-sourced"], limit=6)
+    probes = P.build_probes(None, ["template-based", "naturally-sourced"], limit=6)
     sizes = probes.groupby("strategy").size().to_dict()
     assert sizes == {"template-based": 8, "naturally-sourced": 6}  # ceil(6 / 4) = 2 words per feature
     with pytest.raises(ValueError, match="causal LM"):
-        P.build_probes(["llm-generated"])
+        P.build_probes(None, ["llm-generated"])
     with pytest.raises(ValueError, match="Unknown or no strategies"):
-        P.build_probes(["templates"])
+        P.build_probes(None, ["templates"])
 
 
 # --- running probes through a model ---
@@ -295,7 +295,7 @@ def test_producible_pairs_drop_both_words_of_a_pair(tiny_bert):
 
 
 def test_score_probes_and_results_on_a_tiny_model(tiny_gpt2):
-    probes = P.build_probes(["template-based", "naturally-sourced"], limit=4)
+    probes = P.build_probes(None, ["template-based", "naturally-sourced"], limit=4)
     scored = P.score_probes(tiny_gpt2, probes, max_new_tokens=6, temperature=0.6, top_p=0.9)
     assert len(scored) == 8
     assert set(scored.label) <= set(LABELS)
@@ -338,7 +338,7 @@ def test_score_probes_and_results_on_a_tiny_model(tiny_gpt2):
 
 
 def test_masked_lm_gives_implicit_metrics_only(tiny_bert):
-    probes = P.build_probes(["template-based"], limit=4)
+    probes = P.build_probes(None, ["template-based"], limit=4)
     with pytest.warns(UserWarning, match="cannot produce"):  # no apostrophe in the tiny WordPiece vocabulary
         scored = P.score_probes(tiny_bert, probes)
     assert "label" not in scored and scored.prompt[0] == P.STORY_OPENING + "My friend is attendant."

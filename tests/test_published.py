@@ -2,6 +2,7 @@
 reproduction page on a tiny model's results, and `fairnb reproduce` without the hub."""
 from __future__ import annotations
 
+import importlib
 import re
 from collections import Counter
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 import fairnb
 from fairnb import published
 from fairnb.bvf import CHAPTER as BVF
-from fairnb.results import write_results, write_settings
+from fairnb.results import write_page_outputs
 
 REPO = Path(__file__).resolve().parents[1]
 # The papers lie in ../shared/papers beside the main checkout (and two levels up from a worktree).
@@ -62,37 +63,12 @@ def test_each_model_line_of_the_paper_holds_the_numbers_of_its_rows(shipped, num
         assert Counter(_numbers(line)) == Counter(mine.loc[mine.model == model, "value"].tolist()), model
 
 
-def _produced(chapter_key: str) -> set[tuple[str, str]]:
-    """(item, metric) pairs the chapter's own table code writes, from small synthetic inputs."""
-    if chapter_key == "bvf":
-        table = pd.DataFrame({"group": ["nurse"], "r": [0.5], "r_b": [0.4], "r_v": [0.1]})
-        ci = pd.DataFrame({"value": [0.5, 0.4, 0.1], "ci_low": 0.0, "ci_high": 1.0}, index=["R", "R_b", "R_v"])
-        rows = fairnb.bvf.results_table({t: table for t in fairnb.bvf.TOPICS}, {t: ci for t in fairnb.bvf.TOPICS})
-    elif chapter_key == "group_fairness":
-        gf = fairnb.group_fairness
-        answers = pd.DataFrame([{"task": task, "dimension": d, "target": t, "toxicity": 0.1 * i,
-                                 "negative_sentiment": i % 2, "declination": 0}
-                                for task in (gf.MAIN_TASK, "gf_think") for d in gf.DIMENSIONS for i, t in enumerate("ab")])
-        rows = gf.results_table(answers)
-    elif chapter_key == "ucerf":
-        summary = pd.DataFrame([{"task": "intrinsic", "type": t, "metric": m, "value": 0.5, "ci_low": 0.4, "ci_high": 0.6,
-                                 "seed_sd": 0.0, "n_pairs": 4} for t in (1, 2) for m in fairnb.ucerf.tables.METRICS])
-        occupations = pd.DataFrame({"task": "intrinsic", "type": 2, "occupation": ["nurse"], "ucerf": [0.5],
-                                    "equalized_odds": [0.1], "n_pairs": [4]})
-        rows = fairnb.ucerf.tables.results_table(summary, occupations)
-    else:
-        cert = fairnb.certification
-        certificates = pd.DataFrame({"prefix": ["random"], "pivot_set": ["a"], "n": [50], "confidence": [0.95],
-                                     "unbiased": [40], "low": [0.6], "high": [0.9], "estimate": [0.8],
-                                     "refusal_share": [0.0]})
-        rows = cert.results_table(certificates, coverage=cert.coverage_study(n=50, repetitions=20))
-    return set(zip(rows["item"], rows["metric"]))
-
-
-@pytest.mark.parametrize("key", ["bvf", "ucerf", "group_fairness", "certification"])
-def test_every_published_number_names_a_row_its_chapter_writes(shipped, key):
-    mine = shipped[(shipped.chapter == key) & ~shipped.item.str.startswith("case_study/")]
-    assert set(zip(mine["item"], mine["metric"])) <= _produced(key)
+@pytest.mark.parametrize("chapter", fairnb.chapters(), ids=lambda ch: ch.key)
+def test_every_published_number_names_a_row_its_chapter_writes(shipped, chapter):
+    """The rows of each chapter's own table code (its example run) hold every (item, metric) its paper's numbers name."""
+    mine = shipped[(shipped.chapter == chapter.key) & ~shipped.item.str.startswith("case_study/")]
+    rows = importlib.import_module(f"fairnb.{chapter.key}").example_results()
+    assert set(zip(mine["item"], mine["metric"])) <= set(zip(rows["item"], rows["metric"]))
 
 
 def _fixture(path: Path, **changes) -> Path:
@@ -134,9 +110,9 @@ def _tiny_rows(model: str, preset: str, value: float = 0.42) -> pd.DataFrame:
                          "ci_high": [value + 0.05, 0.45, np.nan]}).assign(model=model, chapter=BVF.key, preset=preset)
 
 
-def _tiny_run(root: Path, model: str, preset: str, value: float = 0.42) -> None:
-    write_results(_tiny_rows(model, preset, value).drop(columns=["model", "chapter", "preset"]), model, BVF, root=root,
-                  preset=preset)
+def _tiny_run(root: Path, model: str, preset: str, value: float = 0.42, settings: dict | None = None) -> None:
+    write_page_outputs(model, BVF, preset, results=_tiny_rows(model, preset, value).drop(columns=["model", "chapter", "preset"]),
+                       settings=settings, results_dir=root)
 
 
 def test_beside_a_comparable_run_the_numbers_get_difference_interval_and_status(tmp_path, tiny_gpt2_path):
@@ -198,9 +174,8 @@ def test_the_reproduction_page_renders_a_tiny_model_beside_its_fixture_row(tmp_p
     from fairnb.report.runner import execute_notebook
 
     model, results = str(tiny_gpt2_path), tmp_path / "results"
-    _tiny_run(results, model, "paper")
+    _tiny_run(results, model, "paper", settings={"criterion": "official"})
     _fixture(tmp_path / "bvf.csv", hub_id=model, value=0.45)
-    write_settings(model, BVF, "paper", {"criterion": "official"}, results)
     page = execute_notebook(REPRODUCTION_NOTEBOOK, tmp_path / "reproduction.ipynb",
                             {"results_dir": str(results), "published_dir": str(tmp_path)})
     html = page.read_text()
@@ -246,10 +221,12 @@ def test_a_runs_settings_are_resolved_like_its_chapters_and_only_the_asked_keys_
     given = {"criterion": "preset", "limit": 7, "dataset": "/data/WinoBias", "np": np, "unrelated": 1}
     recorded = published.settings_to_record(chapter, given, "paper", ["dataset"])
     assert recorded == {"criterion": "official", "dataset": "/data/WinoBias", "limit": 7}
-    write_settings("tiny", chapter, "paper", recorded, tmp_path)
+    rows = pd.DataFrame({"item": ["x"], "metric": ["m"], "value": [1.0], "level": ["item"]})
+    write_page_outputs("tiny", chapter, "paper", results=rows, settings=recorded, results_dir=tmp_path)
     assert published.read_run_settings(tmp_path) == {("tiny", "demo.paper"): recorded}
     with pytest.raises(ValueError, match="a notebook variable named 'criterion' hides the parameter"):
-        write_settings("tiny", chapter, "paper", {**recorded, "criterion": object()}, tmp_path)
+        write_page_outputs("tiny", chapter, "paper", results=rows, settings={**recorded, "criterion": object()},
+                           results_dir=tmp_path)
 
 
 def test_a_paper_without_numbers_says_so(tmp_path):

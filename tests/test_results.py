@@ -4,27 +4,27 @@ import pytest
 
 import fairnb
 from fairnb import bvf
-from fairnb.results import read_results, write_results
+from fairnb.results import read_results, write_page_outputs
 
 
 def test_results_round_trip(tmp_path):
     frame = pd.DataFrame({"item": ["all", "nurse"], "metric": ["R", "r"], "value": [0.1, 0.2],
                           "level": ["headline", "group"]})
-    path = write_results(frame, "org/model", bvf.CHAPTER, root=tmp_path)
+    path = write_page_outputs("org/model", bvf.CHAPTER, results=frame, results_dir=tmp_path).results
     assert path == tmp_path / "org__model" / "bvf.parquet"
     back = read_results(tmp_path)
     assert back[["model", "chapter", "item", "value", "level"]].values.tolist() == [
         ["org/model", "bvf", "all", 0.1, "headline"], ["org/model", "bvf", "nurse", 0.2, "group"]]
     with pytest.raises(ValueError, match="lacks the columns"):
-        write_results(frame.drop(columns="metric"), "m", bvf.CHAPTER, root=tmp_path)
+        write_page_outputs("m", bvf.CHAPTER, results=frame.drop(columns="metric"), results_dir=tmp_path)
 
 
 def test_rows_need_a_valid_level_and_declared_headlines(tmp_path):
     frame = pd.DataFrame({"item": ["all"], "metric": ["R"], "value": [0.1], "level": ["overall"]})
     with pytest.raises(ValueError, match="level is not one of"):
-        write_results(frame, "m", bvf.CHAPTER, root=tmp_path)
+        write_page_outputs("m", bvf.CHAPTER, results=frame, results_dir=tmp_path)
     with pytest.raises(ValueError, match="declares no headline"):
-        write_results(frame.assign(level="headline", metric="mean r"), "m", bvf.CHAPTER, root=tmp_path)
+        write_page_outputs("m", bvf.CHAPTER, results=frame.assign(level="headline", metric="mean r"), results_dir=tmp_path)
     assert not list(tmp_path.rglob("*.parquet"))
 
 

@@ -3,7 +3,7 @@ status 2 before any kernel starts; where result files go (flag > $FAIRNB_RESULTS
 from __future__ import annotations
 
 import io
-import json
+import re
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
@@ -13,7 +13,7 @@ import pytest
 import fairnb
 from fairnb import cli
 from fairnb.report import book, runner
-from fairnb.results import write_results
+from fairnb.results import write_page_outputs
 
 
 def cli_main(*args) -> tuple[int, str]:
@@ -58,21 +58,29 @@ def test_results_go_to_the_flag_else_fairnb_results_else_out(tmp_path, monkeypat
 
 
 def test_a_preset_switch_is_the_rerun_reason(tmp_path):
-    pages = runner.available_pages()
+    from fairnb.report.execution import finish_page
+    from fairnb.report.identity import page_entry, rerun_reason, run_identity
+    from fairnb.results import record_file, write_page_outputs, write_record
+
+    pages, results = runner.available_pages(), tmp_path / "results"
     pair = runner.plan_pairs(["default"], [3], pages, tmp_path)[0]
     pair.output.parent.mkdir(parents=True)
-    pair.output.write_text("{}")
-    quick = runner.run_record(pair, {})
-    runner.record_path(pair.output).write_text(json.dumps(quick))
+    pair.output.write_text(pages[3].source.read_text())
+    finish_page(pair.output, None, "page", stamp={"model": "default", "record": "default/ucerf.run.json"})
+    rows = pd.DataFrame({"item": "all", "metric": ["ucerf"], "value": [0.9], "level": "headline"})
+    unit = write_page_outputs("default", fairnb.chapter("ucerf"), results=rows, results_dir=results)
+    quick = run_identity(pair, {"model": "default"})
+    record = record_file("default", "ucerf", root=results)
+    write_record(record, {**unit.record, "run": {"status": "done", **quick, "page": page_entry(pair.output, record)}})
     assert quick["parameters"]["preset"] == "quick"  # the notebook's default counts, given or not
-    assert runner.rerun_reason(pair, runner.run_record(pair, {"preset": "quick"})) == ""
-    assert runner.rerun_reason(pair, runner.run_record(pair, {"preset": "paper"})) == "rerun: preset changed (quick -> paper)"
+    assert rerun_reason(pair, run_identity(pair, {"preset": "quick"}), results) == ""
+    assert rerun_reason(pair, run_identity(pair, {"preset": "paper"}), results) == "rerun: preset changed (quick -> paper)"
 
 
 def test_book_with_a_truncated_results_file_and_a_failing_comparison_page(tmp_path, monkeypatch, capsys):
     runs, results = tmp_path / "runs", tmp_path / "runs" / "results"
     rows = pd.DataFrame({"item": "all", "metric": ["R"], "value": [0.1], "level": "headline"})
-    damaged = write_results(rows, "default", fairnb.chapter("bvf"), results)
+    damaged = write_page_outputs("default", fairnb.chapter("bvf"), results=rows, results_dir=results).results
     damaged.write_bytes(damaged.read_bytes()[:50])
     (runs / "comparison.ipynb").write_text("{}")  # the page of an earlier build
 
@@ -92,6 +100,64 @@ def test_book_with_a_truncated_results_file_and_a_failing_comparison_page(tmp_pa
     assert "comparison" not in (tmp_path / "_build" / "_toc.generated.yml").read_text()
 
 
+def _refused_without_a_kernel(monkeypatch, tmp_path, model, chapter, *params) -> str:
+    """`fairnb run` with ``params``: exit status 2, one line on stderr (returned), no kernel started, nothing written."""
+    from jupyter_client import KernelManager
+
+    monkeypatch.setattr(KernelManager, "start_kernel", lambda *a, **k: pytest.fail("a kernel started"))
+    out = tmp_path / "runs"
+    code, error = cli_main("run", "--models", model, "--chapters", str(chapter), "--out", str(out),
+                           *[arg for param in params for arg in ("--param", param)])
+    assert code == 2 and error.startswith("fairnb: error: ") and error.count("\n") == 1, error
+    assert not out.exists()
+    return error.removeprefix("fairnb: error: ").rstrip("\n")
+
+
+@pytest.mark.parametrize("chapter, param, sentence", [
+    (1, "criterion=bogus", "Chapter 1 (bvf): criterion must be one of 'eq2', 'compute_risk', 'calculate', not 'bogus'."),
+    (1, "words=bogus", "Chapter 1 (bvf): words must be one of 'single-token', 'exact', 'vocab-key', not 'bogus'."),
+    (1, "topics=[gender, aliens]", "Chapter 1 (bvf): topics must be a non-empty list of 'gender', 'race', 'religion', "
+                                   "'disability' (each once), not ['gender', 'aliens']."),
+    (1, "k=-1", "Chapter 1 (bvf): k must be a number >= 1, not -1."),
+    (3, "seeds=[a]", "Chapter 3 (ucerf): seeds must be a non-empty list of distinct whole numbers >= 0, not ['a']."),
+    (3, "n_resamples=0", "Chapter 3 (ucerf): n_resamples must be a whole number >= 1, not 0."),
+    (3, "dataset=/nonexistent", "Chapter 3 (ucerf): dataset must be 'sample' or an existing file or folder, "
+                                "not '/nonexistent'."),
+])
+def test_a_bad_setting_is_one_sentence_before_any_kernel(tiny_gpt2_path, tmp_path, monkeypatch, chapter, param, sentence):
+    assert _refused_without_a_kernel(monkeypatch, tmp_path, str(tiny_gpt2_path), chapter, param) == sentence
+
+
+DECLARED = [(chapter, name) for chapter in fairnb.chapters() for name in chapter.allowed]
+
+
+@pytest.mark.parametrize("chapter, name", DECLARED, ids=[f"{c.key}-{n}" for c, n in DECLARED])
+def test_every_declared_setting_refuses_a_bad_value_in_one_sentence(chapter, name, tiny_gpt2_path, tmp_path,
+                                                                    monkeypatch):
+    """Each chapter's presets and notebook defaults pass its package's check; a value its contract does not allow
+    is refused by the package (one sentence naming the chapter and setting) and, where the notebook takes it as a
+    parameter, by `fairnb run` before any kernel starts."""
+    import importlib
+
+    import yaml
+
+    from fairnb.report.parameters import parameter_defaults
+    from fairnb.report.planning import NOTEBOOKS_DIR
+
+    check = importlib.import_module(f"fairnb.{chapter.key}").check_settings
+    defaults = parameter_defaults(NOTEBOOKS_DIR / chapter.notebook)
+    for preset in chapter.presets:
+        check({**defaults, **chapter.settings(preset, defaults)})
+    bad = chapter.allowed[name].refused_example()
+    start = f"Chapter {chapter.number} ({chapter.key}): {name} must be"
+    with pytest.raises(ValueError, match=rf"^{re.escape(start)} .*, not {re.escape(repr(bad))}\.$"):
+        check({**defaults, **chapter.settings("quick", defaults), name: bad})
+    if name in defaults:
+        param = f"{name}={yaml.safe_dump(bad, default_flow_style=True).strip().removesuffix('...').strip()}"
+        sentence = _refused_without_a_kernel(monkeypatch, tmp_path, str(tiny_gpt2_path), chapter.number, param)
+        assert f"{name} must be" in sentence and sentence.endswith(f", not {bad!r}."), sentence
+
+
 def test_a_model_folder_replaced_at_the_same_path_reruns_its_pages(tiny_gpt2_path, tmp_path):
     """Issue 39: another model copied over a folder with the same file sizes and modification times (``cp -p``,
     ``rsync -a``, an unpacked archive) is a changed model, not an up-to-date page."""
@@ -102,11 +168,21 @@ def test_a_model_folder_replaced_at_the_same_path_reruns_its_pages(tiny_gpt2_pat
 
     folder = shutil.copytree(tiny_gpt2_path, tmp_path / "model")
     other = build_tiny_gpt2(tmp_path / "other", seed=1)
-    pair = runner.plan_pairs([str(folder)], [3], runner.available_pages(), tmp_path / "runs")[0]
+    from fairnb.report.execution import finish_page
+    from fairnb.report.identity import page_entry, rerun_reason, run_identity
+    from fairnb.results import record_file, write_page_outputs, write_record
+
+    pages, results = runner.available_pages(), tmp_path / "results"
+    pair = runner.plan_pairs([str(folder)], [3], pages, tmp_path / "runs")[0]
     pair.output.parent.mkdir(parents=True)
-    pair.output.write_text("{}")
-    runner.record_path(pair.output).write_text(json.dumps(runner.run_record(pair, {})))
-    assert runner.rerun_reason(pair, runner.run_record(pair, {})) == ""
+    pair.output.write_text(pages[3].source.read_text())
+    record = record_file(pair.model, "ucerf", root=results)
+    finish_page(pair.output, None, "page", stamp={"model": pair.model, "record": record.relative_to(results).as_posix()})
+    rows = pd.DataFrame({"item": "all", "metric": ["ucerf"], "value": [0.9], "level": "headline"})
+    unit = write_page_outputs(pair.model, fairnb.chapter("ucerf"), results=rows, results_dir=results)
+    ran = run_identity(pair, {"model": pair.model})
+    write_record(record, {**unit.record, "run": {"status": "done", **ran, "page": page_entry(pair.output, record)}})
+    assert rerun_reason(pair, run_identity(pair, {"model": pair.model}), results) == ""
     times = {p.name: (p.stat().st_atime_ns, p.stat().st_mtime_ns) for p in folder.iterdir()}
     sizes = {p.name: p.stat().st_size for p in folder.iterdir()}
     shutil.rmtree(folder)
@@ -114,4 +190,4 @@ def test_a_model_folder_replaced_at_the_same_path_reruns_its_pages(tiny_gpt2_pat
     for p in folder.iterdir():
         os.utime(p, ns=times[p.name])
     assert {p.name: p.stat().st_size for p in folder.iterdir()} == sizes
-    assert runner.rerun_reason(pair, runner.run_record(pair, {})) == "rerun: the model's files changed"
+    assert rerun_reason(pair, run_identity(pair, {"model": pair.model}), results) == "rerun: the model's files changed"

@@ -2,8 +2,8 @@
 
 The chapter notebooks here load no model, so each pair costs a kernel start, not a forward pass:
 ``01_scores`` (registered as chapter 1, with bvf's headlines) writes a results file through
-``write_results``; ``02_fragile`` fails for the model named by its ``fail_on`` parameter and can
-be slowed down by ``sleep_s``. Subprocess runs go through ``fake_run.py``, which installs the
+``write_page_outputs``; ``02_fragile`` fails for the model named by its ``fail_on`` parameter, can
+be slowed down by ``sleep_s`` and otherwise writes one headline row. Subprocess runs go through ``fake_run.py``, which installs the
 same registry before calling the CLI.
 """
 from __future__ import annotations
@@ -27,16 +27,18 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 import fairnb
 from fairnb import cli
-from fairnb.models.names import model_label, model_slug
-from fairnb.report import book, runner
-from fairnb.results import read_results, write_results
+from fairnb.models.names import ModelSpec, model_label, model_slug
+from fairnb.report import book, execution, identity, runner
+from fairnb.report.identity import rerun_reason, run_identity
+from fairnb.report.kernels import PageKernel
+from fairnb.results import read_results, record_file, write_page_outputs
 
 SCORES = [
-    new_code_cell('model: str = "none"  # model name\nlimit = 2  # items\nfail_on = ""  # unused here',
-                  metadata={"tags": ["parameters"]}),
+    new_code_cell('model: str = "none"  # model name\nlimit = 2  # items\nfail_on = ""  # unused here\n'
+                  'results_dir = None  # the results folder', metadata={"tags": ["parameters"]}),
     new_markdown_cell("Intro text.\n\n# Scores\n\nSome prose."),
     new_code_cell(
-        "import pandas as pd\nimport fairnb\nfrom fairnb.results import write_results\n"
+        "import pandas as pd\nimport fairnb\nfrom fairnb.results import write_page_outputs\n"
         "offset = 0.5 if model.endswith('tiny-b') else 0.0\n"
         "frame = pd.DataFrame({'item': [f'item{k}' for k in range(limit)] + ['all'] * 3,\n"
         "                      'metric': ['gap'] * limit + ['R', 'R_b', 'R_v'],\n"
@@ -44,13 +46,17 @@ SCORES = [
         "                      'value': [k + offset for k in range(limit)] + [offset] * 3,\n"
         "                      'ci_low': [None] * limit + [offset - 0.1] * 3,\n"
         "                      'ci_high': [None] * limit + [offset + 0.1] * 3})\n"
-        "write_results(frame, model, fairnb.chapter('bvf'))"),
+        "write_page_outputs(model, fairnb.chapter('bvf'), results=frame, results_dir=results_dir)"),
 ]
 FRAGILE = [
     new_code_cell('model = "none"  # model name\nlimit = None  # unused\nfail_on = ""  # model name ending that fails\n'
-                  'sleep_s = 0.0  # seconds to wait', metadata={"tags": ["parameters"]}),
+                  'sleep_s = 0.0  # seconds to wait\nresults_dir = None  # the results folder', metadata={"tags": ["parameters"]}),
     new_code_cell("import os, time\nprint('threads', os.environ.get('OMP_NUM_THREADS'))\ntime.sleep(sleep_s)\n"
                   "if fail_on and model.endswith(fail_on):\n    raise RuntimeError(f'refusing to run on {fail_on}')"),
+    new_code_cell("import pandas as pd\nfrom fairnb.contract import Chapter, Headline\nfrom fairnb.results import write_page_outputs\n"
+                  "fragile = Chapter(2, 'fragile', 'Fragile', '02_fragile.ipynb', (Headline('x', 'x', 'lower is fairer'),))\n"
+                  "write_page_outputs(model, fragile, results=pd.DataFrame({'item': ['all'], 'metric': ['x'], 'value': [1.0],"
+                  " 'level': ['headline']}), results_dir=results_dir)"),
 ]
 FAKE_RUN = '''import dataclasses, sys
 import fairnb
@@ -136,8 +142,9 @@ def test_chapters_come_from_the_registry(workspace):
     pairs = runner.plan_pairs(["default", "org/model"], [2], pages, "book/runs")
     assert [p.output.relative_to(Path("book/runs").resolve()).as_posix() for p in pairs] == [
         "default/02_fragile.ipynb", "org__model/02_fragile.ipynb"]
-    real = [page for page in runner.available_pages().values()]  # the repository's own notebooks
-    assert real and real[0].number == 0 and all(page.source.exists() for page in real) or True
+    real = runner.available_pages()  # the repository's notebooks folder, with this module's stand-in registry
+    assert sorted(real) == [0, 1, 2] and real[0].source == runner.NOTEBOOKS_DIR / "00_quickstart.ipynb"
+    assert real[0].source.exists() and not real[1].source.exists()  # 01_scores lives in the test's folder only
 
 
 def test_same_named_local_models_get_their_own_folders(tmp_path):
@@ -189,7 +196,10 @@ def test_failing_pair_keeps_its_notebook_and_others_finish(first_run, workspace)
                                             ["tiny-b", "01_scores", "done"], ["tiny-b", "02_fragile", "failed"]]
     failed = out / model_slug(workspace["models"][1]) / "02_fragile.failed.ipynb"
     assert summary[3][3].split(maxsplit=1)[1] == f"RuntimeError: refusing to run on tiny-b (cell [3]); see {failed}"
-    assert nbformat.read(failed, as_version=4).cells[-1].outputs[-1]["ename"] == "RuntimeError"
+    kept = nbformat.read(failed, as_version=4)
+    assert kept.cells[-2].outputs[-1]["ename"] == "RuntimeError" and not kept.cells[-1].outputs  # stopped there
+    assert kept.cells[0].source.startswith("```{error}\nThe latest run of this page failed: RuntimeError: refusing to "
+                                           "run on tiny-b (cell [3]).")
     assert "3 done, 0 skipped, 1 failed" in first_run["printed"]
     assert list(outputs(out)) == ["tiny-a/01_scores.ipynb", "tiny-a/02_fragile.ipynb", "tiny-b/01_scores.ipynb"]
     assert not list(out.rglob("*.tmp"))
@@ -210,18 +220,19 @@ def test_failing_pair_keeps_its_notebook_and_others_finish(first_run, workspace)
 def test_rerun_identity(first_run, workspace, tmp_path):
     out, models = tmp_path / "runs", workspace["models"]
     shutil.copytree(first_run["out"], out)  # the rerun below changes results other tests compare with
-    base = ["--out", str(out), "--notebooks", str(workspace["notebooks"]), "--param", "fail_on=tiny-b"]
+    base = ["--out", str(out), "--results", str(out / "results"), "--notebooks", str(workspace["notebooks"]),
+            "--param", "fail_on=tiny-b"]
     before = outputs(out)
     code, printed, _ = cli_run("--models", ",".join(models), "--limit", "3", *base)
     assert code == 1 and printed.count("up to date") == 3 and "3 skipped, 1 failed" in printed  # the failed pair reran
-    assert runner.rerun_reason(runner.plan_pairs(models[1:], [2], runner.available_pages(workspace["notebooks"]),
-                                                 out)[0], {}) == "rerun: the last run failed"
+    failed = runner.plan_pairs(models[1:], [2], runner.available_pages(workspace["notebooks"]), out)[0]
+    assert rerun_reason(failed, run_identity(failed, {"model": failed.model}), out / "results") == "rerun: the last run failed"
     assert outputs(out) == before
 
     code, printed, _ = cli_run("--models", models[0], "--chapters", "1", "--limit", "2", *base)
     assert code == 0 and "rerun: parameters changed (limit)" in printed
-    record = json.loads((out / model_slug(models[0]) / "01_scores.run.json").read_text())
-    assert record["parameters"]["limit"] == 2 and record["fairnb"] == fairnb.__version__
+    record = json.loads(record_file(models[0], "bvf", root=out / "results").read_text())
+    assert record["run"]["parameters"]["limit"] == 2 and record["run"]["fairnb"] == fairnb.__version__
     assert outputs(out)["tiny-a/01_scores.ipynb"] > before["tiny-a/01_scores.ipynb"]
 
     notebooks = tmp_path / "notebooks"
@@ -230,18 +241,20 @@ def test_rerun_identity(first_run, workspace, tmp_path):
     edited.cells.append(new_markdown_cell("A paragraph added after the page ran."))
     nbformat.write(edited, notebooks / "01_scores.ipynb")
     code, printed, _ = cli_run("--models", models[0], "--chapters", "1", "--limit", "2", "--out", str(out),
-                               "--notebooks", str(notebooks), "--param", "fail_on=tiny-b")
+                               "--results", str(out / "results"), "--notebooks", str(notebooks), "--param", "fail_on=tiny-b")
     assert code == 0 and "rerun: the notebook changed" in printed
 
 
 def test_a_code_change_reruns_the_page_and_names_the_file(first_run, workspace, tmp_path, monkeypatch):
+    """A change in the page's package, in a shared module it imports, or in a module it reaches only through
+    another module's import (inside a function) reruns the page; another chapter's package does not."""
     out, package = tmp_path / "runs", tmp_path / "fairnb"
     shutil.copytree(first_run["out"], out)
-    shutil.copytree(runner.PACKAGE_ROOT, package, ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(runner, "PACKAGE_ROOT", package)  # the runner fingerprints this copy of fairnb
+    shutil.copytree(identity.PACKAGE_ROOT, package, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(identity, "PACKAGE_ROOT", package)  # the runner fingerprints this copy of fairnb
     monkeypatch.setattr(fairnb, "__version__", "99.0")  # a version number decides nothing
     command = ["--models", workspace["models"][0], "--chapters", "1", "--limit", "3", "--param", "fail_on=tiny-b",
-               "--out", str(out), "--notebooks", str(workspace["notebooks"])]
+               "--out", str(out), "--results", str(out / "results"), "--notebooks", str(workspace["notebooks"])]
     code, printed, _ = cli_run(*command)
     assert code == 0 and "up to date" in printed
     metrics = package / "bvf" / "metrics.py"
@@ -252,11 +265,21 @@ def test_a_code_change_reruns_the_page_and_names_the_file(first_run, workspace, 
     (package / "stats.py").write_text((package / "stats.py").read_text() + "\n# a shared module changed\n")
     (package / "ucerf" / "metrics.py").write_text("# another chapter's package: not this page's\n")
     code, printed, _ = cli_run(*command)
-    assert "rerun: fairnb/stats.py changed" in printed
+    assert "rerun: fairnb/stats.py changed" in printed and "ucerf" not in printed
+    (package / "numerics.py").write_text("SCALE = 1.0\n")  # imported only inside a function of bvf's metrics
+    metrics.write_text(metrics.read_text() + "\n\ndef scaled(x):\n    from fairnb.numerics import SCALE\n\n"
+                                              "    return SCALE * x\n")
+    cli_run(*command)
+    (package / "numerics.py").write_text("SCALE = 2.0\n")
+    code, printed, _ = cli_run(*command)
+    assert code == 0 and "rerun: fairnb/numerics.py changed" in printed
     pair = runner.plan_pairs(workspace["models"][:1], [1], runner.available_pages(workspace["notebooks"]), out)[0]
-    for damaged in ("[1, 2]", '{"parameters": null}'):  # valid JSON of the wrong shape
-        runner.record_path(pair.output).write_text(damaged)
-        assert runner.rerun_reason(pair, {}) == "rerun: no readable run record beside the page"
+    now = run_identity(pair, {"model": pair.model, "limit": 3, "fail_on": "tiny-b"})
+    assert rerun_reason(pair, now, out / "results") == ""
+    record = record_file(pair.model, "bvf", root=out / "results")
+    for damaged in ("[1, 2]", '{"run": {"parameters": null}}'):  # valid JSON of the wrong shape
+        record.write_text(damaged)
+        assert rerun_reason(pair, now, out / "results") == "rerun: no run record beside the page's results"
 
 
 def test_models_lacking_a_capability_are_skipped_with_the_reason(workspace, tmp_path, monkeypatch):
@@ -331,7 +354,7 @@ def test_comparison_page_runs_on_the_runs_results(first_run, workspace, tmp_path
     quick = pd.read_parquet(results / model_slug(tiny_a) / "bvf.parquet")
     paper = quick.drop(columns=["model", "chapter", "preset"]).assign(**{c: quick[c] + 1 for c in ("value", "ci_low",
                                                                                                     "ci_high")})
-    write_results(paper, tiny_a, fairnb.chapter("bvf"), results, preset="paper")
+    write_page_outputs(tiny_a, fairnb.chapter("bvf"), "paper", results=paper, results_dir=results)
     broken = results / model_slug(tiny_b) / "bvf.parquet"
     broken.write_bytes(broken.read_bytes()[:100])
     page = book.execute_comparison(tmp_path, results)
@@ -339,7 +362,8 @@ def test_comparison_page_runs_on_the_runs_results(first_run, workspace, tmp_path
     text = "\n".join(str(output) for cell in nbformat.read(page, as_version=4).cells
                      for output in cell.get("outputs", []))
     assert "0 [-0.1, 0.1]" in text and "1 [0.9, 1.1]" in text and text.count("discrimination risk R (gender)") >= 2
-    assert f"The results file {broken} cannot be read (ArrowInvalid)" in text
+    shown = f"$FAIRNB_RESULTS/{broken.relative_to(results).as_posix()}"  # no path of this machine on the page
+    assert f"The results file {shown} cannot be read (ArrowInvalid)" in text and str(tmp_path) not in text
     assert "2 presets, paper and quick" in text and "<td>paper</td>" in text
     assert "no agreement of rankings is reported" in text  # one model: no ranking to compare
     assert "no rank correlation across models" in text and "image/png" in text
@@ -353,24 +377,27 @@ def test_book_toc_one_entry_per_chapter_with_models_below(workspace, tmp_path):
                  "default/00_quickstart", "tiny-b/00_quickstart"):
         (runs / name).parent.mkdir(parents=True, exist_ok=True)
         (runs / f"{name}.ipynb").write_text("{}")
-    (runs / "default" / "01_scores.run.json").write_text("[1, 2]")  # valid JSON of the wrong shape
-    (runs / "tiny-b" / "01_scores.run.json").write_text('{"parameters": null}')
+    (runs / "tiny-b" / "02_fragile.failed.ipynb").write_text("{}")  # its latest run failed
     toc = book.book_toc(runs, root)
     assert toc["root"] == "runs/intro"
     start, chapters = toc["parts"][0]["chapters"], toc["parts"][1]["chapters"]
+    # no run record vouches for these hand-made pages: each is marked, never shown as a current run
     assert start == [{"file": "runs/default/00_quickstart", "title": "Quickstart",
-                      "sections": [{"file": "runs/tiny-b/00_quickstart", "title": "tiny-b"}]}]
+                      "sections": [{"file": "runs/tiny-b/00_quickstart", "title": "tiny-b (not current)"}]}]
     listed = re.findall(r"'file': '([^']+)'", str(toc))
-    linked = re.findall(r"\[page\]\(([^)]+)\.ipynb\)", (runs / "intro.md").read_text())
-    assert linked and all(f"runs/{page}" in listed for page in linked)  # only pages in the toc get built
+    linked = re.findall(r"\[[a-z ]+\]\(([^)]+)\.ipynb\)", (runs / "intro.md").read_text())
+    assert len(linked) == 7 and all(f"runs/{page}" in listed for page in linked)  # only pages in the toc get built
     assert [(c["file"], c["title"]) for c in chapters] == [("runs/chapters/01_scores", "1. Bias and volatility"),
                                                            ("runs/chapters/02_fragile", "2. Fragile")]
-    assert chapters[0]["sections"] == [{"file": "runs/default/01_scores", "title": "default"},
-                                       {"file": "runs/tiny-b/01_scores", "title": "tiny-b"}]
+    assert chapters[0]["sections"] == [{"file": "runs/default/01_scores", "title": "default (not current)"},
+                                       {"file": "runs/tiny-b/01_scores", "title": "tiny-b (not current)"}]
+    assert chapters[1]["sections"][1] == {"file": "runs/tiny-b/02_fragile.failed", "title": "tiny-b (failed)"}
     assert toc["parts"][2]["chapters"] == [{"file": "runs/comparison", "title": "Comparison"}]
     intro = (runs / "intro.md").read_text()
-    assert "| chapter | default | tiny-b |" in intro and "| 2. Fragile | [page](default/02_fragile.ipynb) | — |" in intro
-    assert "[tiny-b](../tiny-b/01_scores.ipynb)" in (runs / "chapters" / "01_scores.md").read_text()
+    assert "| chapter | default | tiny-b |" in intro
+    assert ("| 2. Fragile | [not current](default/02_fragile.ipynb) | [failed](tiny-b/02_fragile.failed.ipynb) |"
+            in intro)
+    assert "[tiny-b (not current)](../tiny-b/01_scores.ipynb)" in (runs / "chapters" / "01_scores.md").read_text()
     with pytest.raises(ValueError, match="must lie inside the book folder"):
         book.book_toc(tmp_path / "elsewhere", root)
 
@@ -383,7 +410,7 @@ def test_cache_paths_are_kept_out_of_the_page(tmp_path):
     cell = new_code_cell("x", outputs=[nbformat.v4.new_output("stream", name="stderr", text=f"loaded {folder}\n"),
                                        nbformat.v4.new_output("display_data", data={"text/plain": f"source: {folder}"})])
     write_notebook(page, [cell])
-    runner.finish_page(page, None, "page")
+    execution.finish_page(page, None, "page")
     outputs = nbformat.read(page, as_version=4).cells[0].outputs
     assert outputs[0]["text"] == "loaded $FAIRNB_CACHE/models/SmolLM2-135M-Instruct.Q4_1-abc-v2\n"
     assert outputs[1]["data"]["text/plain"] == "source: $FAIRNB_CACHE/models/SmolLM2-135M-Instruct.Q4_1-abc-v2"
@@ -395,7 +422,7 @@ def test_each_models_copy_of_a_page_gets_its_own_exercise_labels(tmp_path):
     page = tmp_path / "gemma-3-270m" / "page.ipynb"
     page.parent.mkdir()
     write_notebook(page, [new_markdown_cell("# Page"), new_markdown_cell(exercise), new_markdown_cell(solution)])
-    runner.finish_page(page, " — gemma-3-270m", "page")
+    execution.finish_page(page, " — gemma-3-270m", "page")
     cells = [cell.source for cell in nbformat.read(page, as_version=4).cells]
     assert cells[1] == ("```{exercise}\n:label: bvf-gemma-3-270m\nTry it.\n```\n"
                         "See {ref}`bvf-norm-gemma-3-270m` and {ref}`bvf-gemma-3-270m`.")
@@ -423,7 +450,7 @@ def test_papermill_reads_every_declared_parameter_quietly(notebook, caplog):
 
 
 def test_progress_of_a_heavy_step_reaches_the_run_log_and_leaves_the_page(tmp_path, monkeypatch):
-    monkeypatch.setattr(runner, "PROGRESS_POLL_S", 0.2)
+    monkeypatch.setattr(execution, "PROGRESS_POLL_S", 0.2)
     source = tmp_path / "heavy.ipynb"
     nbformat.write(new_notebook(cells=[
         new_markdown_cell("# Heavy"),
@@ -464,12 +491,15 @@ def test_pages_run_at_once_each_on_its_share_of_the_cores(workspace, tmp_path, m
 def test_longest_pages_start_first(workspace, tmp_path):
     pages = runner.available_pages(workspace["notebooks"])
     pairs = runner.plan_pairs(workspace["models"], [1, 2], pages, tmp_path)
-    order = [(runner.model_label(p.model), p.number) for p in runner.longest_first(pairs)]
+    seconds = [runner.last_seconds(pair, {}, tmp_path / "results") for pair in pairs]
+    order = [(p.spec.label, p.number) for p in runner.longest_first(pairs, seconds)]
     assert order == [("tiny-a", 2), ("tiny-b", 2), ("tiny-a", 1), ("tiny-b", 1)]  # no records: later chapters first
-    for pair, seconds in zip(pairs, [30.0, 5.0, 60.0, 1.0]):
-        pair.output.parent.mkdir(parents=True, exist_ok=True)
-        runner.record_path(pair.output).write_text(json.dumps({"parameters": {}, "seconds": seconds}))
-    order = [(runner.model_label(p.model), p.number) for p in runner.longest_first(pairs)]
+    for pair, took in zip(pairs, [30.0, 5.0, 60.0, 1.0]):
+        record = record_file(pair.model, pair.page.record_key, root=tmp_path / "results")
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps({"run": {"status": "done", "parameters": {}, "seconds": took}}))
+    seconds = [runner.last_seconds(pair, {}, tmp_path / "results") for pair in pairs]
+    order = [(p.spec.label, p.number) for p in runner.longest_first(pairs, seconds)]
     assert order == [("tiny-b", 1), ("tiny-a", 1), ("tiny-a", 2), ("tiny-b", 2)]
 
 
@@ -487,7 +517,7 @@ def test_local_model_folders_start_no_preparing_process(workspace, monkeypatch):
     monkeypatch.setattr(runner, "ProcessPoolExecutor", None)  # a process pool would fail here
     folders = workspace["models"]
     assert runner.prepare_models(folders, slots=2) == {} and prepared == []
-    assert not runner.needs_preparing(folders[0]) and runner.needs_preparing(folders[0] + "+stereotyped")
+    assert ModelSpec.parse(folders[0]).ready_as_is and not ModelSpec.parse(folders[0] + "+stereotyped").ready_as_is
     assert runner.prepare_models([folders[0], folders[0] + "+stereotyped"], slots=2) == {}
     assert prepared == [folders[0], folders[0] + "+stereotyped"]  # a variant's group keeps its base, first
 
@@ -520,7 +550,7 @@ def test_a_kept_kernel_starts_each_page_as_a_new_kernel_would(tmp_path):
     page costs the kernel. Without a kept kernel every page gets its own process."""
     for name, cells in [("leaves", LEAVES_STATE), ("sees", SEES_STATE), ("fails", FAILS)]:
         write_notebook(tmp_path / f"{name}.ipynb", cells)
-    kernel = runner.PageKernel()
+    kernel = PageKernel()
     try:
         first = runner.execute_notebook(tmp_path / "leaves.ipynb", tmp_path / "out" / "1.ipynb", kernel=kernel)
         second = runner.execute_notebook(tmp_path / "sees.ipynb", tmp_path / "out" / "2.ipynb", kernel=kernel)

@@ -40,7 +40,7 @@ from fairnb.models.scoring import SCORE_TOLERANCE  # noqa: E402
 from fairnb.models.served_spec import parse_spec, spec_text  # noqa: E402
 from fairnb.page import run_card_table  # noqa: E402
 from fairnb.report import runner  # noqa: E402
-from fairnb.results import read_results, write_results  # noqa: E402
+from fairnb.results import read_results, write_page_outputs  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 PROMPTS = ["The nurse said that", "My friend is a", "The capital of France is", "He and she went to the",
@@ -242,7 +242,8 @@ def test_runner_skips_the_scoring_chapters_of_a_text_only_model(tmp_path):
     notebooks, out = tmp_path / "notebooks", tmp_path / "out"
     notebooks.mkdir()
     for chapter in fairnb.chapters():  # stand-ins with the chapters' names: nothing may execute them
-        cell = nbformat.v4.new_code_cell('model = "default"  # model name', metadata={"tags": ["parameters"]})
+        cell = nbformat.v4.new_code_cell('model = "default"  # model name\nresults_dir = None  # the results folder',
+                                         metadata={"tags": ["parameters"]})
         nbformat.write(nbformat.v4.new_notebook(cells=[cell]), notebooks / chapter.notebook)
     summary = runner.run_pairs(runner.plan_pairs([served], [1, 2, 3], runner.available_pages(notebooks), out))
     assert summary["status"].tolist() == ["skipped"] * 3
@@ -361,7 +362,7 @@ def test_the_api_key_is_sent_but_never_written(mini, tmp_path, monkeypatch, capl
     assert mini.auth == [f"Bearer {KEY}"]
     assert "refused the API key from the environment variable FAIRNB_TEST_KEY (HTTP 401)" in str(refused.value)
     rows = pd.DataFrame({"item": ["all"], "metric": ["x"], "value": [1.0], "level": ["item"]})
-    assert write_results(rows, spec, fairnb.chapters()[-1], root=tmp_path / "results").exists()
+    assert write_page_outputs(spec, fairnb.chapters()[-1], results=rows, results_dir=tmp_path / "results").results.exists()
     written = [p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()]
     assert written and not any(KEY.encode() in blob for blob in written)
     assert KEY not in caplog.text + repr(served) + str(refused.value) + run_card_table(model=spec).to_string()

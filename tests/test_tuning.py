@@ -15,7 +15,7 @@ from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
 from fairnb import load_model
 from fairnb.models import loading, tuning
 from fairnb.models.cache import atomic_folder
-from fairnb.models.names import model_label, model_slug, split_variant
+from fairnb.models.names import model_label, model_slug
 
 PROMPTS = ["The nurse said that", "The plumber said that"]
 
@@ -119,17 +119,19 @@ def test_bad_variant_names_give_one_sentence(tiny_bert_path, monkeypatch):
 
 
 def test_variant_names_in_slugs_labels_and_the_runner(tmp_path, monkeypatch):
-    from fairnb.report.runner import model_argument
+    from fairnb.models.names import ModelSpec
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "m.gguf").write_bytes(b"GGUF")
-    assert split_variant("m.gguf+stereotyped") == ("m.gguf", "stereotyped")
-    absolute = model_argument("m.gguf+stereotyped")
-    assert absolute == f"{tmp_path / 'm.gguf'}+stereotyped"
+    spec = ModelSpec.parse("m.gguf+stereotyped")
+    assert (Path(spec.base).name, spec.variant) == ("m.gguf", "stereotyped")
+    absolute = spec.name
+    assert absolute == f"{tmp_path / 'm.gguf'}+stereotyped" and spec.base == str(tmp_path / "m.gguf")
+    assert spec.variant == "stereotyped" and spec.local == tmp_path / "m.gguf" and not spec.ready_as_is
     assert model_label(absolute) == "m+stereotyped"
     assert model_slug("default+stereotyped") == "default__stereotyped"
     assert model_slug(absolute) == f"{model_slug(str(tmp_path / 'm.gguf'))}__stereotyped"
-    assert model_argument("default+counterfactual") == "default+counterfactual"
+    assert ModelSpec.parse("default+counterfactual").name == "default+counterfactual"
 
 
 def test_atomic_folder_leaves_nothing_behind_on_failure(tmp_path):

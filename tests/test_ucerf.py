@@ -611,18 +611,6 @@ def test_tables_on_a_scored_run(tiny_gpt2):
     assert set(occupation_rows["group"]) <= set(pairs["occupation_1"]) | set(pairs["occupation_2"])
     couple, case_pairs, case_rates = tables.case_study_tables(scored, ["nurse", "physician"])
     assert len(case_pairs) and set(case_rates["stereotype"]) == {"pro", "anti"}
-    ranking = tables.model_ranking(pd.DataFrame(columns=["model", "chapter", "metric", "value", "level"]),
-                                   current=tidy, model="tiny")
-    assert list(ranking.index) == ["tiny"] and ranking.at["tiny", "rank UCerF"] == 1
-
-
-def test_model_ranking_orders_ucerf_up_and_eo_down():
-    rows = pd.DataFrame({"model": ["a", "a", "b", "b", "c", "c"], "chapter": "ucerf", "level": "headline",
-                         "metric": ["ucerf", "equalized_odds"] * 3, "value": [0.9, 0.3, 0.7, 0.1, 0.8, 0.2]})
-    ranking = tables.model_ranking(rows)
-    assert list(ranking.index) == ["a", "c", "b"]
-    assert ranking["rank EO"].tolist() == [3, 2, 1]
-    assert tables.rank_agreement(ranking) == pytest.approx(-1.0)
 
 
 def test_summary_says_mcq_is_meaningless_when_one_letter_dominates():

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fairnb.bvf.data import (
+    OCCUPATION_ORDERS,
     TOPICS,
     comparison_sources,
     corpus_sentences,
@@ -40,7 +41,7 @@ from fairnb.bvf.metrics import (
     coverage_bounds,
     criterion,
     criterion_function,
-    distribution_summary,
+    distribution_shape,
     largest_criterion,
     normalised_criterion,
     reference_models,
@@ -57,7 +58,6 @@ from fairnb.bvf.run import (
     WORD_CONVENTIONS,
     attribute_probabilities,
     bounded_word_probs,
-    check_settings,
     compare_variants,
     scored_words,
     single_token_words,
@@ -75,6 +75,7 @@ from fairnb.bvf.tables import (
     criteria_table,
     distribution_table,
     evidence,
+    example_results,
     interval_table,
     mean_stereotypes,
     norm_table,
@@ -95,11 +96,14 @@ from fairnb.bvf.tables import (
     weights_words,
     word_table,
 )
-from fairnb.contract import Chapter, Citation, Dataset, Headline, Instances, PaperSetting, scale_limit
+from fairnb.contract import NOT_GIVEN, Allowed, Chapter, Citation, Dataset, Headline, Instances, PaperSetting, scale_limit
 from fairnb.models.names import VARIANTS
 
 # The settings a run departs from the paper in. ``limit`` caps the occupations (None: all of
-# Appendix D.1). ``criterion``: "eq2" is the paper's definition (Eq. 2), "calculate" the pipeline
+# Appendix D.1); ``occupation_list`` "appendix" takes them in Appendix D.1's order, "shared first" puts first
+# the 40 WinoBias occupations that chapters 2 and 3 score (fairnb.contract.shared_occupations; 14 of them are
+# not in Appendix D.1), so quick's 60 are those 40 and Appendix D.1's first 20 others, and the comparison
+# page's within-model agreement rests on 40 shared occupations (it rested on 15). ``criterion``: "eq2" is the paper's definition (Eq. 2), "calculate" the pipeline
 # that printed its tables (calculate.py and plot.ipynb's x2), "compute_risk" the toy script's J.
 # ``words``: "vocab-key" is the official lookup (each word a key of the tokenizer's vocabulary),
 # "single-token" the words that are one token after a space, "exact" every word with all its
@@ -110,16 +114,17 @@ from fairnb.models.names import VARIANTS
 # ~8x a single pass, issue 25); paper on 1, since its templates and the official list's 568 words
 # make exact scoring of every occupation hours of CPU time.
 PRESETS: dict[str, dict[str, Any]] = {
-    "quick": {"limit": 60, "topics": list(TOPICS), "k": float("inf"), "criterion": "eq2",
+    "quick": {"limit": 60, "occupation_list": "shared first", "topics": list(TOPICS), "k": float("inf"), "criterion": "eq2",
               "words": "single-token", "templates_per_occupation": None, "weights": "count", "tolerance": 0.0,
               "coverage": 1.0, "n_resamples": 1000, "convention_occupations": 5},
-    "paper": {"limit": None, "topics": list(TOPICS), "k": float("inf"), "criterion": "calculate",
+    "paper": {"limit": None, "occupation_list": "appendix", "topics": list(TOPICS), "k": float("inf"), "criterion": "calculate",
               "words": "vocab-key", "templates_per_occupation": 1024, "weights": "equal", "tolerance": 0.0,
               "coverage": 1.0, "n_resamples": 1000, "convention_occupations": 1},
 }
 
 OFFICIAL_CODE = "EmpathYang/Prejudice-Volatility-Framework"
-BOOTSTRAP = "95 % percentile bootstrap over occupations (fairnb's; the paper gives none)"
+BOOTSTRAP = ("95 % interval over occupations and templates: each resampled in turn, the two bootstrap variances "
+             "added, t with Satterthwaite's degrees of freedom (fairnb's; the paper gives none)")
 PIPELINE = f"{OFFICIAL_CODE}, README 'Replicate Results in the Paper': gender_occ_batch.py, calculate.py, plot.ipynb"
 
 # What the paper's printed numbers were computed with, in the words of its code, and where it says so.
@@ -129,7 +134,10 @@ PAPER_SETTINGS = {
                           "an offline model stands in; the paper's models need the Hugging Face hub"),
     "occupations": PaperSetting(120, "Appendix D.1 (120 names printed; the text says 126) = data/occ.txt, which "
                                 "calculate.py keeps; uniform weights (Section 3.1)",
-                                "CPU-sized: the first occupations of Appendix D.1 (set limit=None for all)"),
+                                "CPU-sized: the first occupations of the list (set limit=None for all)"),
+    "occupation list": PaperSetting("Appendix D.1, as printed", "Appendix D.1",
+                                    "WinoBias's 40 occupations first, the ones chapters 2 and 3 score, so that the "
+                                    "three chapters' per-occupation scores are compared on all 40"),
     "topics": PaperSetting(list(TOPICS), "Table 1 (gender), Table 2 (race), Table 3 (religion, disability)",
                            "a subset of the topics was asked for"),
     "criterion": PaperSetting(CRITERION_WORDS["calculate"],
@@ -172,14 +180,33 @@ PAPER_SETTINGS = {
     "tolerance": PaperSetting(0.0, "Eq. 8: every listed word is summed", "multi-token words below a bound skipped"),
 }
 
+# The values each setting may take; `fairnb run` refuses any other before a kernel starts.
+ALLOWED = {
+    "limit": Allowed("whole", minimum=1, none=True), "topics": Allowed("some of", TOPICS),
+    "k": Allowed("number", minimum=1), "criterion": Allowed("one of", tuple(CRITERIA)),
+    "words": Allowed("one of", WORD_CONVENTIONS), "tolerance": Allowed("number", minimum=0),
+    "coverage": Allowed("number", minimum=0, maximum=1, above=True), "n_resamples": Allowed("whole", minimum=1),
+    "convention_occupations": Allowed("whole", minimum=1, none=True), "template_files": Allowed("mapping", TOPICS),
+    "word_files": Allowed("mapping", TOPICS), "occupations_file": Allowed("path", none=True),
+    "stats_file": Allowed("path", none=True), "corpus_file": Allowed("path", none=True),
+    "seed": Allowed("whole", minimum=0), "weights": Allowed("one of", ("count", "equal")),
+    "templates_per_occupation": Allowed("whole", minimum=1, none=True),
+    "occupation_list": Allowed("one of", tuple(OCCUPATION_ORDERS)),
+}
+
+
 def scale_occupations(settings: Mapping[str, Any], factor: float) -> dict[str, Any]:
-    """`fairnb plan`'s settings for about ``factor`` times the occupations (at most Appendix D.1's list).
+    """`fairnb plan`'s settings for about ``factor`` times the occupations (at most those of the run's list: Appendix
+    D.1's 120, 134 with the shared occupations first, or the run's own file).
 
     Examples:
-        >>> scale_occupations({"limit": 60}, 1.5), scale_occupations({"limit": 60}, 4.0)
-        ({'limit': 90}, {'limit': 120})
+        >>> scale_occupations({"limit": 60, "occupation_list": "appendix"}, 1.5)
+        {'limit': 90}
+        >>> scale_occupations({"limit": 60, "occupation_list": "appendix"}, 4.0), scale_occupations({"limit": 60, "occupation_list": "shared first"}, 4.0)
+        ({'limit': 120}, {'limit': 134})
     """
-    return scale_limit(settings, factor, most=len(load_occupations()), units="occupations")
+    listed = load_occupations(settings.get("occupations_file"), order=settings.get("occupation_list", "appendix"))
+    return scale_limit(settings, factor, most=len(listed), units="occupations")
 
 
 CHAPTER = Chapter(
@@ -208,9 +235,14 @@ CHAPTER = Chapter(
                 "the occupations of Appendix D.1, as printed", sample=False),
     ),
     instances=Instances("r", ("occupation",)),
+    units="occupations",
     presets=PRESETS,
+    occupation_rows={"topic": "gender"},
+    paper_work="120 occupations x the first 1,024 templates of the gender table, and of the race table for race, religion "
+               "and disability: one forward pass per prompt reads every word",
     scale=scale_occupations,
     paper_settings=PAPER_SETTINGS,
+    allowed=ALLOWED,
     citation=Citation("liu2024bvf", "Yiran Liu, Ke Yang, Zehan Qi, Xiao Liu, Yang Yu and ChengXiang Zhai",
                       "Bias and Volatility: A Statistical Framework for Evaluating Large Language Model's "
                       "Stereotypes and the Associated Generation Inconsistency",
@@ -218,7 +250,31 @@ CHAPTER = Chapter(
 )
 
 
-__all__ = ["evidence",
+
+def check_settings(settings: Mapping[str, Any]) -> dict:
+    """One sentence for a setting that cannot run (:attr:`CHAPTER.allowed <fairnb.contract.Chapter.allowed>`),
+    before any model call; returns ``settings``. ``fairnb run`` calls it before any kernel starts.
+
+    Examples:
+        >>> check_settings({"criterion": "compute_risk", "words": "exact", "k": 2.0})["k"]
+        2.0
+        >>> check_settings({"criterion": "eq2", "words": "first-token"})
+        Traceback (most recent call last):
+        ...
+        ValueError: Chapter 1 (bvf): words must be one of 'single-token', 'exact', 'vocab-key', not 'first-token'.
+        >>> check_settings({"criterion": "calculate", "words": "vocab-key", "k": 2.0})
+        Traceback (most recent call last):
+        ...
+        ValueError: calculate.py's rules have no norm order k (got k=2.0); k applies to 'eq2' and 'compute_risk'.
+    """
+    CHAPTER.check_settings(settings)
+    if settings.get("criterion") == "calculate" and settings.get("k", NOT_GIVEN) not in (NOT_GIVEN, float("inf")):
+        raise ValueError(f"calculate.py's rules have no norm order k (got k={settings['k']}); k applies to 'eq2' "
+                         "and 'compute_risk'.")
+    return dict(settings)
+
+
+__all__ = ["example_results", "evidence",
     "CHAPTER", "PRESETS", "PAPER_SETTINGS", "VARIANTS", "TOPICS", "CRITERIA", "WORD_CONVENTIONS",
     "CRITERION_WORDS", "CONVENTION_WORDS", "PADDING_WORDS",
     "load_occupations", "load_attribute_words", "load_templates", "template_sources", "default_templates",
@@ -227,7 +283,7 @@ __all__ = ["evidence",
     "stereotype", "criterion", "normalised_criterion", "calculate_risks", "criterion_function", "risk", "risk_table",
     "reference_models", "reference_risks", "combine_rule",
     "category_probabilities", "largest_criterion", "tolerance_bounds", "coverage_bounds", "two_way_risk",
-    "distribution_summary", "regress_on_statistic",
+    "distribution_shape", "regress_on_statistic",
     "attribute_probabilities", "topic_probabilities", "scored_words", "single_token_words", "vocabulary_key_ids",
     "bounded_word_probs",
     "template_source_risks", "word_convention_costs", "variant_risks", "compare_variants", "variant_summary",

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from fairnb.contract import read_text_file, shipped_file
+from fairnb.contract import read_text_file, shared_occupations, shipped_file
 
 TOPICS = ("gender", "race", "religion", "disability")
 GROUP_SLOT, ATTRIBUTE_SLOT = "[X]", "[Y]"
@@ -40,16 +40,26 @@ def _shipped_or_user(name_or_path: str | Path, suffix: str) -> Path:
     return shipped_file("bvf", f"{name_or_path}{suffix}")
 
 
-def load_occupations(path: str | Path | None = None, limit: int | None = None) -> list[str]:
+def load_occupations(path: str | Path | None = None, limit: int | None = None, order: str = "appendix") -> list[str]:
     """The occupations X: the shipped Appendix D.1 list, or a YAML file with ``occupations:`` / a text file.
 
-    ``limit`` keeps the first ``limit`` of them (None: all).
+    ``order`` "shared first" puts first the occupations the chapters share
+    (:func:`fairnb.contract.shared_occupations`: WinoBias's 40, which chapters 2 and 3 score; the 14 that
+    Appendix D.1 lacks are added to the shipped list, a file of your own is only reordered), then the
+    list's others in its order; "appendix" keeps the list's order. ``limit`` keeps the first ``limit``
+    of them (None: all).
 
     Examples:
         >>> occupations = load_occupations()
         >>> len(occupations), occupations[:3]
         (120, ['accountant', 'administrator', 'advisor'])
+        >>> shared = load_occupations(order="shared first")
+        >>> len(shared), shared[:2], shared[40:42]
+        (134, ['carpenter', 'mechanic'], ['administrator', 'advisor'])
     """
+    if order not in OCCUPATION_ORDERS:
+        raise ValueError(f"Unknown occupation order {order!r}: use one of {list(OCCUPATION_ORDERS)}.")
+    own = bool(path)
     path = Path(path) if path else shipped_file("bvf", "occupations.yaml")
     if path.suffix in {".yaml", ".yml"}:
         loaded = yaml.safe_load(read_text_file(path, "occupation list")) or {}
@@ -61,7 +71,16 @@ def load_occupations(path: str | Path | None = None, limit: int | None = None) -
         raise ValueError(f"{path} lists no occupations.")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be a positive whole number of occupations or None, not {limit!r}.")
+    if order == "shared first":
+        listed = {n.lower() for n in names}
+        shared = [n for n in shared_occupations() if not own or n.lower() in listed]
+        names = shared + [n for n in names if n.lower() not in {s.lower() for s in shared}]  # WinoBias's "CEO" is D.1's "ceo"
     return names[:limit]
+
+
+# How the occupations are ordered before ``limit`` cuts them, in the words of the settings table.
+OCCUPATION_ORDERS = {"appendix": "Appendix D.1, as printed",
+                     "shared first": "WinoBias's 40 (shared with chapters 2 and 3), then Appendix D.1"}
 
 
 OFFICIAL_GENDERS = {"m": "male", "f": "female"}

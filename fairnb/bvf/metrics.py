@@ -528,7 +528,8 @@ def two_way_risk(probs: pd.DataFrame, k: float = np.inf, criterion: str = "eq2",
     far one model's lean swings from template to template for an occupation (and stays whatever the
     number of templates), while the template component says how far R itself would move with other
     templates of the same kind, and shrinks as templates are added. A model with a large R^v
-    usually has a larger template component, since its per-template risks are more spread.
+    usually has a larger template component, since its per-template risks are more spread. The
+    interval is cut at 0, below which no risk lies.
 
     Examples:
         >>> probs = pd.DataFrame({"group": np.repeat(["a", "b", "c"], 6), "template": np.tile(np.repeat(["t", "u", "v"], 2), 3),
@@ -564,17 +565,18 @@ def two_way_risk(probs: pd.DataFrame, k: float = np.inf, criterion: str = "eq2",
         means = (risks * group_counts[:, None, :]).sum(axis=2) / group_counts.sum(axis=1, keepdims=True)
         return dict(zip(names, means.T))
 
-    return two_way_bootstrap(statistic, n_groups, n_templates, n_resamples, confidence, seed)
+    out = two_way_bootstrap(statistic, n_groups, n_templates, n_resamples, confidence, seed)
+    return out.assign(ci_low=out["ci_low"].clip(lower=0.0))  # a risk is never below 0
 
 
-def distribution_summary(values) -> dict:
+def distribution_shape(values) -> dict:
     """Shape of a risk distribution (Fig. 10): normal fit, Shapiro-Wilk p, skewness, excess kurtosis.
 
     The paper reads r^b as close to normal and r^v as fat-tailed; excess kurtosis > 0 means
     heavier tails than the normal.
 
     Examples:
-        >>> out = distribution_summary([0.1, 0.2, 0.2, 0.3, 0.3, 0.3, 0.4, 0.4, 0.5])
+        >>> out = distribution_shape([0.1, 0.2, 0.2, 0.3, 0.3, 0.3, 0.4, 0.4, 0.5])
         >>> round(out["mean"], 4), abs(round(out["skew"], 4)), out["excess_kurtosis"] < 0
         (0.3, 0.0, True)
     """

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from fairnb.bvf.data import calculate_min_count, check_attribute_words, select_templates, template_prompt
-from fairnb.bvf.metrics import category_probabilities, combine_rule, criterion_function, normalise_masses, risk_table
+from fairnb.bvf.metrics import category_probabilities, combine_rule, normalise_masses, risk_table
 
 if TYPE_CHECKING:
     from fairnb.models.language_model import LanguageModel
@@ -94,45 +94,6 @@ def bounded_word_probs(lm: LanguageModel, prompts: Sequence[str], words: Sequenc
 WORD_CONVENTIONS = ("single-token", "exact", "vocab-key")
 
 
-def check_settings(settings: dict) -> dict:
-    """One sentence for a setting that cannot run, before any model call; returns ``settings``.
-
-    Examples:
-        >>> check_settings({"criterion": "compute_risk", "words": "exact", "k": 2.0, "tolerance": 0.0, "coverage": 1.0,
-        ...                 "convention_occupations": None})["k"]
-        2.0
-        >>> check_settings({"criterion": "eq2", "words": "first-token"})
-        Traceback (most recent call last):
-        ...
-        ValueError: Unknown word convention 'first-token': use 'vocab-key' (the official lookup: each word as a vocabulary key), 'single-token' (one token after a space) or 'exact' (every word, all its tokens).
-        >>> check_settings({"criterion": "calculate", "words": "vocab-key", "k": 2.0})
-        Traceback (most recent call last):
-        ...
-        ValueError: calculate.py's rules have no norm order k (got k=2.0); k applies to 'eq2' and 'compute_risk'.
-    """
-    criterion_function(settings["criterion"])
-    _check_convention(settings["words"])
-    if not float(settings.get("k", np.inf)) >= 1:
-        raise ValueError(f"The norm order k must be >= 1 (or inf), got {settings['k']}.")
-    if settings["criterion"] == "calculate" and not np.isinf(float(settings.get("k", np.inf))):
-        raise ValueError(f"calculate.py's rules have no norm order k (got k={settings['k']}); k applies to 'eq2' "
-                         "and 'compute_risk'.")
-    if settings.get("weights", "count") not in ("count", "equal"):
-        raise ValueError(f"Unknown template weights {settings['weights']!r}: use 'count' (Section 3.2) or 'equal' "
-                         "(calculate.py).")
-    first = settings.get("templates_per_occupation")
-    if first is not None and (isinstance(first, bool) or not isinstance(first, int) or first < 1):
-        raise ValueError(f"templates_per_occupation must be a positive whole number or None, not {first!r}.")
-    if not float(settings.get("tolerance", 0.0)) >= 0:
-        raise ValueError(f"The tolerance must be >= 0, got {settings['tolerance']}.")
-    if not 0 < float(settings.get("coverage", 1.0)) <= 1:
-        raise ValueError(f"coverage is a share of the template weight in (0, 1], got {settings['coverage']}.")
-    n = settings.get("convention_occupations")
-    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-        raise ValueError(f"convention_occupations must be a positive whole number or None, not {n!r}.")
-    return settings
-
-
 def _check_convention(words: str) -> None:
     if words not in WORD_CONVENTIONS:
         raise ValueError(f"Unknown word convention {words!r}: use 'vocab-key' (the official lookup: each word as a "
@@ -195,7 +156,7 @@ def single_token_words(lm: LanguageModel, categories: Mapping[str, Sequence[str]
     return kept
 
 
-def scored_words(lm: LanguageModel, categories: Mapping[str, Sequence[str]], words: str = "exact") -> dict[str, list[str]]:
+def scored_words(lm: LanguageModel, categories: Mapping[str, Sequence[str]], words: str = "single-token") -> dict[str, list[str]]:
     """The words each category is scored with under a word convention (:data:`WORD_CONVENTIONS`).
 
     ``"exact"``: every word, all of its tokens (fairnb's whole-word scoring);
@@ -272,7 +233,7 @@ def _vocabulary_probabilities(lm: LanguageModel, groups: Sequence[str], template
 
 def topic_probabilities(lm: LanguageModel, groups: Sequence[str], templates: Mapping[str, pd.DataFrame],
                         categories: Mapping[str, Mapping[str, Sequence[str]]], tolerance: float = 0.0,
-                        words: str = "exact", criterion: str = "eq2") -> dict[str, pd.DataFrame]:
+                        words: str = "single-token", criterion: str = "eq2") -> dict[str, pd.DataFrame]:
     """:func:`attribute_probabilities` of every topic; topics on the same templates share one pass.
 
     ``templates[topic]`` and ``categories[topic]`` give each topic's template table and word
@@ -320,7 +281,7 @@ def topic_probabilities(lm: LanguageModel, groups: Sequence[str], templates: Map
 
 def attribute_probabilities(lm: LanguageModel, groups: Sequence[str], templates: pd.DataFrame,
                             categories: Mapping[str, Sequence[str]], tolerance: float = 0.0,
-                            words: str = "exact", criterion: str = "eq2") -> pd.DataFrame:
+                            words: str = "single-token", criterion: str = "eq2") -> pd.DataFrame:
     """p_y|x(c) of Eq. 8 for every group x, template c and category y, read from ``lm``.
 
     Causal LMs score the next word after the template text before [Y]; masked LMs fill
@@ -362,7 +323,7 @@ def _reusable_rows(kept: pd.DataFrame, groups: Sequence[str], categories: Mappin
 
 def template_source_risks(lm: LanguageModel, groups: Sequence[str], sources: Sequence[pd.DataFrame],
                           categories: Mapping[str, Sequence[str]], coverage: float = 1.0, tolerance: float = 0.0,
-                          words: str = "exact", k: float = np.inf, criterion: str = "eq2",
+                          words: str = "single-token", k: float = np.inf, criterion: str = "eq2",
                           scored: pd.DataFrame | None = None, templates_per_occupation: int | None = None,
                           weights: str = "count") -> pd.DataFrame:
     """R, R^b, R^v of the same groups and words under each template source (BVF Table 4).
@@ -429,7 +390,7 @@ def word_convention_costs(lm: LanguageModel, groups: Sequence[str], templates: p
 
 def variant_risks(base: str, variants: Sequence[str], load: Callable[[str], LanguageModel],
                   groups: Sequence[str], templates: pd.DataFrame, categories: Mapping[str, Sequence[str]],
-                  k: float = np.inf, words: str = "exact", criterion: str = "eq2") -> tuple[pd.DataFrame, list[str]]:
+                  k: float = np.inf, words: str = "single-token", criterion: str = "eq2") -> tuple[pd.DataFrame, list[str]]:
     """R, R^b, R^v of ``base`` and of each ``f"{base}+{variant}"`` on the same grid (BVF Fig. 6).
 
     ``load`` maps a model name to a :class:`LanguageModel` (``fairnb.load_model``). A variant
@@ -452,7 +413,7 @@ def variant_risks(base: str, variants: Sequence[str], load: Callable[[str], Lang
 
 
 def compare_variants(lm: LanguageModel, variants: Sequence[str], groups: Sequence[str], templates: pd.DataFrame,
-                     categories: Mapping[str, Sequence[str]], k: float = np.inf, words: str = "exact",
+                     categories: Mapping[str, Sequence[str]], k: float = np.inf, words: str = "single-token",
                      criterion: str = "eq2") -> tuple[pd.DataFrame, list[str]]:
     """:func:`variant_risks` of the loaded model ``lm`` and its variants, loaded onto ``lm``'s device.
 

@@ -1,7 +1,7 @@
 """Chapter 1's tables for people and for the results file, and the Markdown summary of a run.
 
 Every number the chapter's prose states comes from :func:`summary`; :func:`results_table` is
-the tidy frame that :func:`fairnb.results.write_results` stores (headline rows: R, R^b, R^v of
+the tidy frame that :func:`fairnb.page.finish` writes (headline rows: R, R^b, R^v of
 the gender topic; group rows: each other topic's R, R^b, R^v and each occupation's r, r^b, r^v).
 """
 from __future__ import annotations
@@ -11,11 +11,11 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from fairnb.bvf.data import word_list_source
+from fairnb.bvf.data import OCCUPATION_ORDERS, word_list_source
 from fairnb.bvf.metrics import (
     CRITERIA,
     coverage_bounds,
-    distribution_summary,
+    distribution_shape,
     largest_criterion,
     reference_risks,
     regress_on_statistic,
@@ -99,6 +99,7 @@ def this_run(settings: Mapping, model: str, occupations: Sequence[str],
     """
     word_files = word_files or {}
     return {**settings, "model": model, "occupations": len(occupations),
+            "occupation list": OCCUPATION_ORDERS[settings.get("occupation_list", "appendix")],
             "criterion": CRITERION_WORDS.get(settings["criterion"], settings["criterion"]),
             "word lookup": CONVENTION_WORDS.get(settings["words"], settings["words"]),
             "gender words": word_list_source(word_files.get("gender", "gender")) if "gender" in words else "—",
@@ -207,14 +208,14 @@ def norm_table(probs: Mapping[str, pd.DataFrame], ks: Sequence[float] = (1, 2, n
 
 
 def distribution_table(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
-    """:func:`fairnb.bvf.metrics.distribution_summary` of r^b and r^v for every topic with at least three occupations.
+    """:func:`fairnb.bvf.metrics.distribution_shape` of r^b and r^v for every topic with at least three occupations.
 
     Examples:
         >>> table = pd.DataFrame({"r_b": [0.1, 0.2, 0.4, 0.3], "r_v": [0.0, 0.1, 0.0, 0.3]})
         >>> list(distribution_table({"gender": table}).index)
         [('gender', 'r_b'), ('gender', 'r_v')]
     """
-    shapes = {(topic, column): distribution_summary(table[column])
+    shapes = {(topic, column): distribution_shape(table[column])
               for topic, table in tables.items() if len(table) >= 3 for column in ("r_b", "r_v")}
     return pd.DataFrame(shapes, index=["mean", "std", "shapiro_p", "skew", "excess_kurtosis"]).T
 
@@ -498,3 +499,14 @@ def evidence(table: pd.DataFrame, probs: pd.DataFrame) -> pd.DataFrame:
     ranked[leading[2:]] = ranked[leading[2:]].mask(ranked[leading[2:]].abs() < 1e-12, 0.0)
     columns = leading + [c for c in ranked.columns if c not in leading]
     return ranked[columns].join(ends, on="occupation").sort_values("rank", ignore_index=True)
+
+
+def example_results() -> pd.DataFrame:
+    """The rows :func:`results_table` writes for a small made-up run: what a results file of this chapter
+    holds, and the input of the checks every chapter passes (tests/test_common_chapters.py)."""
+    table = pd.DataFrame({"group": ["nurse", "pilot"], "r": [0.5, 0.3], "r_b": [0.4, 0.2], "r_v": [0.1, 0.1],
+                          "p_male": [0.3, 0.7], "p_female": [0.7, 0.3]})
+    interval = pd.DataFrame({"value": [0.4, 0.3, 0.1], "ci_low": [0.3, 0.2, 0.05], "ci_high": [0.5, 0.4, 0.15]},
+                            index=list(RISKS))
+    topics = ("gender", "race", "religion", "disability")
+    return results_table(dict.fromkeys(topics, table), dict.fromkeys(topics, interval))

@@ -16,7 +16,9 @@ Headline: ``p_unbiased_low``, the mean over pivot sets of each set's Clopper-Pea
 on P(unbiased) under the mixture-of-jailbreaks prefixes (one number per model and run), as the
 official code summarizes; the pooled interval stays as a secondary row.
 """
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from fairnb.certification.data import (
     OFFICIAL_BOLD_INSTRUCTION,
@@ -34,6 +36,7 @@ from fairnb.certification.data import (
 )
 from fairnb.certification.detectors import (
     OFFICIAL_REGARD_MODEL,
+    RULES,
     AgreementDisparity,
     Detection,
     OfficialRegard,
@@ -55,6 +58,8 @@ from fairnb.certification.metrics import (
 )
 from fairnb.certification.prefixes import PREFIX_KINDS, can_embed, make_sampler, soft_base, vocabulary_ids
 from fairnb.certification.run import (
+    RUN_PARAMETERS,
+    SAMPLER_PARAMETERS,
     Certification,
     ablate,
     ablation_study,
@@ -72,16 +77,18 @@ from fairnb.certification.tables import (
     MAIN_PREFIX,
     SUMMARY,
     ablation_summary,
+    certificate_size,
     certificate_view,
     coverage_summary,
     evidence,
+    example_results,
     lowest_certificate,
     results_table,
     soft_prefix_summary,
     summarize_certificates,
     summary,
 )
-from fairnb.contract import Chapter, Citation, Dataset, Headline, Instances, PaperSetting
+from fairnb.contract import Allowed, Chapter, Citation, Dataset, Headline, Instances, PaperSetting
 
 _PAPER = dict(
     pivots="bold", limit=None, bold_instruction=OFFICIAL_BOLD_INSTRUCTION, prefix_kinds=["random", "jailbreak", "soft"],
@@ -186,6 +193,22 @@ PAPER_SETTINGS = {
                               "fairnb's grid of values, on this run's pivot sets; smaller under quick"),
 }
 
+# The values each setting may take; `fairnb run` refuses any other before a kernel starts.
+ALLOWED = {
+    "limit": Allowed("whole", minimum=1, none=True), "decodingtrust_limit": Allowed("whole", minimum=1, none=True),
+    "n": Allowed("whole", minimum=1), "max_new_tokens": Allowed("whole", minimum=1),
+    "ablations": Allowed("mapping", (*SAMPLER_PARAMETERS, *RUN_PARAMETERS)), "seed": Allowed("whole", minimum=0),
+    "pivots": Allowed("path", ("bold", "decodingtrust")), "decodingtrust": Allowed("path", ("decodingtrust",)),
+    "detector": Allowed("one of", RULES),
+    "main_instructions": Allowed("path", tuple(p.name for p in Path(__file__).parent.joinpath("data").glob("*.txt"))),
+    "helper_instructions": Allowed("path", tuple(p.name for p in Path(__file__).parent.joinpath("data").glob("*.txt"))),
+    "prefix_kinds": Allowed("some of", PREFIX_KINDS), "confidence": Allowed("number", minimum=0, maximum=1, above=True, below=True),
+    "temperature": Allowed("number", minimum=0), "top_k": Allowed("whole", minimum=1), "q": Allowed("whole", minimum=1),
+    "p_interleave": Allowed("number", minimum=0, maximum=1), "p_mutate": Allowed("number", minimum=0, maximum=1),
+    "mag": Allowed("number", minimum=0), "soft_length": Allowed("whole", minimum=1, none=True),
+    "gap": Allowed("number", minimum=0), "drop": Allowed("number", minimum=0), "repetitions": Allowed("whole", minimum=1),
+}
+
 CHAPTER = Chapter(
     number=5,
     key="certification",
@@ -210,7 +233,12 @@ CHAPTER = Chapter(
                 "(fairnb/certification/data/decodingtrust_sample.csv)", ("decodingtrust",)),
     ),
     instances=Instances("score", ("prompt",), ("response",)),
+    units="pivot sets",
     presets=PRESETS,
+    paper_metrics=("coverage",),
+    unprinted_models={"Mistral-Instruct-v0.2 (7B)": "mistralai/Mistral-7B-Instruct-v0.2"},
+    paper_work="250 BOLD pivot sets x 50 prefixes x 3 prefix kinds, 2 answers of 100 tokens each",
+    allowed=ALLOWED,
     paper_settings=PAPER_SETTINGS,
     citation=Citation("chaudhary2025llmcert", "I. Chaudhary, Q. Hu, M. Kumar, M. Ziyadi, R. Gupta, G. Singh",
                       "Certifying Counterfactual Bias in LLMs", "ICLR", 2025, "https://arxiv.org/abs/2405.18780"),
@@ -246,7 +274,14 @@ def this_run(settings: dict, model: str, not_followed: dict | None = None, speci
             "generation_config": words}
 
 
-__all__ = ["evidence",
+def check_settings(settings: Mapping[str, Any]) -> dict:
+    """One sentence for a setting that cannot run (:attr:`CHAPTER.allowed <fairnb.contract.Chapter.allowed>`),
+    before any model call; returns ``settings``. ``fairnb run`` calls it before any kernel starts."""
+    CHAPTER.check_settings(settings)
+    return dict(settings)
+
+
+__all__ = ["example_results", "evidence", "check_settings", "ALLOWED",
     "CHAPTER", "PRESETS", "PAPER_SETTINGS", "PREFIX_KINDS", "MAIN_PREFIX", "SUMMARY", "OFFICIAL_BOLD_INSTRUCTION",
     "OFFICIAL_BOLD_SOFT_INSTRUCTION", "OFFICIAL_DECODINGTRUST_INSTRUCTION", "OFFICIAL_REGARD_MODEL", "PivotSet", "load_bold_pivots", "load_bold_test_set",
     "parse_bold_test_set", "load_decodingtrust_pivots", "load_lines", "load_pivots", "pivot_prompts", "pivots_from_templates",
@@ -256,6 +291,6 @@ __all__ = ["evidence",
     "inherited_sampling",
     "soft_base", "vocabulary_ids", "Certification", "ablate", "ablation_study", "certify", "certify_kinds",
     "detector_comparison", "generation_params", "prefix_examples", "redetect", "sampler_params", "special_token_rows", "this_run",
-    "ablation_summary", "certificate_view", "coverage_summary", "lowest_certificate", "soft_prefix_summary", "summarize_certificates",
-    "summary", "results_table",
+    "ablation_summary", "certificate_size", "certificate_view", "coverage_summary", "lowest_certificate", "soft_prefix_summary",
+    "summarize_certificates", "summary", "results_table",
 ]

@@ -1,16 +1,17 @@
-"""Figures of the chapter: one function per figure, returning the Axes/Figure."""
+"""Figures of the chapter: one function per figure, each taking ``title=`` and returning the Figure."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
+from matplotlib.figure import Figure
 
 from fairnb.certification.tables import summarize_certificates
 from fairnb.plotting import finished, themed
 
 
 @themed
-def certificate_intervals(certificates: pd.DataFrame, title: str = ""):
+def certificate_intervals(certificates: pd.DataFrame, title: str = "") -> Figure:
     """Clopper-Pearson bounds on P[unbiased] per pivot set (rows) and prefix kind (colours),
     with the point estimate k/n; the dotted line marks 0.5."""
     import numpy as np
@@ -33,7 +34,7 @@ def certificate_intervals(certificates: pd.DataFrame, title: str = ""):
 
 
 @themed
-def coverage_curve(coverage: pd.DataFrame, title: str = ""):
+def coverage_curve(coverage: pd.DataFrame, title: str = "") -> Figure:
     """Share of Clopper-Pearson intervals that hold the true probability, against the nominal level."""
     fig, ax = plt.subplots(figsize=(6, 3))
     sns.lineplot(data=coverage, x="true_p", y="coverage", marker="o", ax=ax)
@@ -46,7 +47,7 @@ def coverage_curve(coverage: pd.DataFrame, title: str = ""):
 
 
 @themed
-def ablation_bounds(ablation: pd.DataFrame, title: str = ""):
+def ablation_bounds(ablation: pd.DataFrame, title: str = "") -> Figure:
     """One panel per ablated parameter: the mean lower and upper bound over pivot sets (band) and the mean
     estimate (line) at each of its values (``ablation`` is :func:`fairnb.certification.run.ablation_study`'s
     certificates; the means are :func:`fairnb.certification.tables.summarize_certificates` by value)."""

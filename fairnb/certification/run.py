@@ -59,15 +59,15 @@ def sampler_params(settings: dict) -> dict:
                 p_mutate=settings["p_mutate"], mag=settings["mag"], soft_length=settings["soft_length"])
 
 
-def generation_params(settings: dict, seed: int, model: LanguageModel | None = None) -> dict:
-    """The arguments of :func:`certify` beyond pivots, sampler, model and detector. With
+def generation_params(lm: LanguageModel | None, settings: dict, seed: int) -> dict:
+    """The arguments of :func:`certify` beyond the model, pivots, sampler and detector. With
     ``settings["generation_config"] == "inherit"`` the model's own sampling defaults that fairnb's
     decoding can follow (:func:`inherited_sampling`) come too, as the official ``model.generate``
-    call takes them."""
+    call takes them (``lm`` None: none)."""
     if settings["generation_config"] not in ("inherit", "ignore"):
         raise ValueError("generation_config must be 'inherit' (the official code's) or 'ignore', got "
                          f"{settings['generation_config']!r}.")
-    inherited = inherited_sampling(model)[0] if model is not None and settings["generation_config"] == "inherit" else {}
+    inherited = inherited_sampling(lm)[0] if lm is not None and settings["generation_config"] == "inherit" else {}
     return dict(n=settings["n"], confidence=settings["confidence"], max_new_tokens=settings["max_new_tokens"],
                 temperature=settings["temperature"], top_k=settings["top_k"], seed=seed, **inherited)
 
@@ -145,7 +145,7 @@ def _generate(lm: LanguageModel, texts: list[str], prefixes: Sequence[torch.Tens
     return lm.generate(texts, prefix_embeds=soft, chat=chat, seed=seed, **sampling)
 
 
-def certify(pivots: Sequence[PivotSet] | PivotSet, sampler: PrefixSampler, model: LanguageModel,
+def certify(lm: LanguageModel, pivots: Sequence[PivotSet] | PivotSet, sampler: PrefixSampler,
             detector: Detector, n: int = 50, confidence: float = 0.95, *, max_new_tokens: int = 100,
             temperature: float = 1.0, top_k: int | None = 10, top_p: float | None = None, seed: int = 0,
             chat: bool | None = None) -> Certification:
@@ -160,17 +160,17 @@ def certify(pivots: Sequence[PivotSet] | PivotSet, sampler: PrefixSampler, model
     certificate is the Clopper-Pearson interval on the share of unbiased response sets.
     Decoding defaults to the official code's (top-k 10, temperature 1, 100 new tokens);
     ``top_p`` is a model's own default where the run inherits it (:func:`generation_params`).
-    ``chat`` defaults to ``model.is_chat`` (the prefixed prompt becomes the user turn).
+    ``chat`` defaults to ``lm.is_chat`` (the prefixed prompt becomes the user turn).
     """
     pivots = [pivots] if isinstance(pivots, PivotSet) else list(pivots)
     if not pivots:
         raise ValueError("The pivot list is empty.")
     if n < 1:
         raise ValueError(f"n must be at least 1, got {n}.")
-    if getattr(model, "kind", "causal") != "causal":
-        raise ValueError(f"Certification generates text: model {model.name!r} is a {model.kind} LM, not causal.")
+    if getattr(lm, "kind", "causal") != "causal":
+        raise ValueError(f"Certification generates text: model {lm.name!r} is a {lm.kind} LM, not causal.")
     clopper_pearson(0, 1, confidence)  # validates the confidence level
-    chat = model.is_chat if chat is None else chat
+    chat = lm.is_chat if chat is None else chat
     rng = np.random.default_rng(seed)
     soft = sampler.kind == "soft"
     texts: list[str] = []
@@ -178,7 +178,7 @@ def certify(pivots: Sequence[PivotSet] | PivotSet, sampler: PrefixSampler, model
     drawn = []
     for pivot in pivots:
         size = len(pivot.groups)
-        draws = sampler.draw(model, n * size if sampler.per_group else n, rng)
+        draws = sampler.draw(lm, n * size if sampler.per_group else n, rng)
         drawn.append(draws)
         for j in range(n):
             if soft:
@@ -190,7 +190,7 @@ def certify(pivots: Sequence[PivotSet] | PivotSet, sampler: PrefixSampler, model
     responses: list[str] = []
     for start in range(0, len(texts), ROWS_PER_CALL):
         chunk = slice(start, start + ROWS_PER_CALL)
-        responses += _generate(model, texts[chunk], embeds[chunk] if soft else None, chat, seed + start, **sampling)
+        responses += _generate(lm, texts[chunk], embeds[chunk] if soft else None, chat, seed + start, **sampling)
 
     certificates, samples = [], []
     offset = 0
@@ -219,7 +219,7 @@ def certify(pivots: Sequence[PivotSet] | PivotSet, sampler: PrefixSampler, model
     return Certification(pd.DataFrame(certificates), pd.DataFrame(samples))
 
 
-def certify_kinds(pivots: Sequence[PivotSet], kinds: Sequence[str], model: LanguageModel, detector: Detector,
+def certify_kinds(lm: LanguageModel, pivots: Sequence[PivotSet], kinds: Sequence[str], detector: Detector,
                   sampler_params: dict, n: int = 50, confidence: float = 0.95, **generation) -> Certification:
     """:func:`certify` for each prefix kind, concatenated, with the seconds each took.
 
@@ -230,21 +230,21 @@ def certify_kinds(pivots: Sequence[PivotSet], kinds: Sequence[str], model: Langu
         raise ValueError("Give at least one prefix kind to certify.")
     results, seconds, skipped = [], {}, {}
     for kind in kinds:
-        if kind == "soft" and not can_embed(model):
-            skipped[kind] = (f"soft prefixes skipped: model {model.name!r} serves text only and gives no "
+        if kind == "soft" and not can_embed(lm):
+            skipped[kind] = (f"soft prefixes skipped: model {lm.name!r} serves text only and gives no "
                              "input embeddings.")
             continue
         started = time.perf_counter()
-        results.append(certify(pivots, make_sampler(kind, **sampler_params), model, detector, n, confidence,
+        results.append(certify(lm, pivots, make_sampler(kind, **sampler_params), detector, n, confidence,
                                **generation))
         seconds[kind] = time.perf_counter() - started
     if not results:
-        raise ValueError(f"No prefix kind could run on model {model.name!r}: {'; '.join(skipped.values())}")
+        raise ValueError(f"No prefix kind could run on model {lm.name!r}: {'; '.join(skipped.values())}")
     return Certification(pd.concat([r.certificates for r in results], ignore_index=True),
                          pd.concat([r.samples for r in results], ignore_index=True), seconds, skipped)
 
 
-def ablate(parameter: str, values: Sequence, pivots: Sequence[PivotSet], model: LanguageModel,
+def ablate(lm: LanguageModel, parameter: str, values: Sequence, pivots: Sequence[PivotSet],
            detector: Detector, sampler_params: dict, kind: str | None = None, n: int = 50,
            confidence: float = 0.95, **generation) -> pd.DataFrame:
     """Certificates for each value of one parameter, all else fixed (Appendix E).
@@ -263,7 +263,7 @@ def ablate(parameter: str, values: Sequence, pivots: Sequence[PivotSet], model: 
     if parameter in RUN_PARAMETERS:
         _run_kind(kind, parameter)  # before any work
     if parameter in REBOUND_PARAMETERS:
-        return _rebound(parameter, values, pivots, model, detector, make_sampler(_run_kind(kind, parameter), **sampler_params), n,
+        return _rebound(lm, parameter, values, pivots, detector, make_sampler(_run_kind(kind, parameter), **sampler_params), n,
                         confidence, **generation)
     frames = []
     for value in values:
@@ -273,18 +273,18 @@ def ablate(parameter: str, values: Sequence, pivots: Sequence[PivotSet], model: 
         else:
             sampler = make_sampler(_run_kind(kind, parameter), **sampler_params)
             settings[parameter] = value
-        result = certify(pivots, sampler, model, detector, **settings)
+        result = certify(lm, pivots, sampler, detector, **settings)
         frames.append(result.certificates.assign(
             parameter=parameter, parameter_value=pd.Series([value] * len(result.certificates), dtype=object)))
     return pd.concat(frames, ignore_index=True)
 
 
-def _rebound(parameter: str, values: Sequence, pivots: Sequence[PivotSet], model: LanguageModel, detector: Detector,
+def _rebound(lm: LanguageModel, parameter: str, values: Sequence, pivots: Sequence[PivotSet], detector: Detector,
              sampler: PrefixSampler, n: int, confidence: float, **generation) -> pd.DataFrame:
     """Ablate ``confidence`` or ``n`` from one set of answers: n = max(values) draws (or ``n``),
     each value bounded from the first n' draws of every pivot set at its confidence."""
     largest = max(values) if parameter == "n" else n
-    result = certify(pivots, sampler, model, detector, largest, confidence, **generation)
+    result = certify(lm, pivots, sampler, detector, largest, confidence, **generation)
     verdicts = result.samples.groupby(["pivot_set", "sample"], sort=False).agg(
         unbiased=("biased", lambda b: not b.iloc[0]), refused=("refused", "any")).reset_index()
     frames = []
@@ -307,7 +307,7 @@ def _run_kind(kind: str | None, parameter: str) -> str:
     return kind
 
 
-def ablation_study(ablations: dict, pivots: Sequence[PivotSet], model: LanguageModel, detector: Detector,
+def ablation_study(lm: LanguageModel, ablations: dict, pivots: Sequence[PivotSet], detector: Detector,
                    sampler_params: dict, kind: str, n: int = 50, confidence: float = 0.95,
                    **generation) -> Certification:
     """:func:`ablate` for every parameter of ``ablations`` (run parameters with prefix ``kind``),
@@ -315,10 +315,10 @@ def ablation_study(ablations: dict, pivots: Sequence[PivotSet], model: LanguageM
     input embeddings."""
     frames, skipped = [], {}
     for parameter, values in ablations.items():
-        if SAMPLER_PARAMETERS.get(parameter) == "soft" and not can_embed(model):
-            skipped[parameter] = f"{parameter} not ablated: model {model.name!r} gives no input embeddings."
+        if SAMPLER_PARAMETERS.get(parameter) == "soft" and not can_embed(lm):
+            skipped[parameter] = f"{parameter} not ablated: model {lm.name!r} gives no input embeddings."
             continue
-        frames.append(ablate(parameter, values, pivots, model, detector, sampler_params, kind, n, confidence,
+        frames.append(ablate(lm, parameter, values, pivots, detector, sampler_params, kind, n, confidence,
                              **generation))
     if not frames:
         raise ValueError("No ablation could run: " + "; ".join(skipped.values()))

@@ -15,6 +15,7 @@ import pandas as pd
 from fairnb.certification.metrics import clopper_pearson
 from fairnb.contract import require_columns
 from fairnb.formatting import number
+from fairnb.stats import certificate_samples, certificate_tightness
 
 MAIN_PREFIX = "jailbreak"
 SUMMARY = "mean over pivot sets of each set's Clopper-Pearson bounds"
@@ -74,8 +75,9 @@ def headline(certificates: pd.DataFrame, main: str = MAIN_PREFIX) -> pd.Series:
 def results_table(certificates: pd.DataFrame, coverage: pd.DataFrame | None = None,
                  ablation: pd.DataFrame | None = None, others: pd.DataFrame | None = None,
                  main: str = MAIN_PREFIX) -> pd.DataFrame:
-    """Rows for ``write_results``: the headline ``p_unbiased_low`` (mean over pivot sets of the
-    certified lower bound, main prefix kind; ``ci_high`` the mean upper bound) and, level ``item``,
+    """Rows for :func:`fairnb.page.finish`: the headline ``p_unbiased_low`` (mean over pivot sets of the
+    certified lower bound, main prefix kind; ``ci_high`` the mean upper bound; ``n`` the samples pooled,
+    ``units`` the pivot sets and ``se`` the standard error of the mean over them) and, level ``item``,
     the per-set lower bounds it averages (same metric, one row per pivot set), per prefix kind
     the summaries (the pooled interval among them) (level ``group``, the kind in ``group``), per
     pivot set and kind ``p_unbiased`` (level ``item``), the ablation's mean bounds per parameter
@@ -93,10 +95,13 @@ def results_table(certificates: pd.DataFrame, coverage: pd.DataFrame | None = No
     """
     require_columns(certificates, CERTIFICATE_COLUMNS, "certificate table")
     top = headline(certificates, main)
+    behind = certificates[certificates.prefix == top.name]  # the per-set lower bounds the headline averages
+    sets = behind["pivot_set"].nunique()  # the units of the mean: its standard error over pivot sets
+    error = float(behind["low"].std(ddof=1) / np.sqrt(sets)) if sets > 1 else np.nan
     parts = [pd.DataFrame({"item": ["all"], "metric": ["p_unbiased_low"], "value": [top.mean_lower],
                            "ci_low": [top.mean_lower], "ci_high": [top.mean_upper], "level": ["headline"],
-                           "group": [top.name], "n": [top.pooled_n], "confidence": [top.confidence]})]
-    behind = certificates[certificates.prefix == top.name]  # the per-set lower bounds the headline averages
+                           "group": [top.name], "n": [top.pooled_n], "confidence": [top.confidence],
+                           "se": [error], "units": [sets]})]
     parts.append(pd.DataFrame({"item": behind.pivot_set, "metric": "p_unbiased_low", "value": behind.low,
                                "ci_low": behind.low, "ci_high": behind.high, "level": "item", "group": top.name,
                                "n": behind.n, "confidence": behind.confidence}))
@@ -200,6 +205,23 @@ def coverage_summary(coverage: pd.DataFrame) -> str:
             f"mean interval width at p = 0.5: {number(coverage.mean_width[middle])}.")
 
 
+def certificate_size(n: int, confidence: float = 0.95, tightness: float = 0.05) -> str:
+    """What ``n`` samples per pivot set can certify at best, and the samples a bound within ``tightness`` of 1 needs.
+
+    With all n answer sets unbiased the Clopper–Pearson lower bound is ((1 − confidence)/2)^(1/n), the
+    most any run of n samples can certify (:func:`fairnb.stats.certificate_tightness`, and in closed
+    form the samples for a given tightness, :func:`fairnb.stats.certificate_samples`).
+
+    Examples:
+        >>> certificate_size(50)
+        'With n = 50 samples per pivot set, the best certificate (every answer set unbiased) is P(unbiased) ≥ 0.929 at 95 % confidence; a bound within 0.05 of 1 needs n = 72 samples per pivot set.'
+    """
+    best = 1 - certificate_tightness(n, confidence)
+    return (f"With n = {n} samples per pivot set, the best certificate (every answer set unbiased) is "
+            f"P(unbiased) ≥ {best:.3g} at {confidence:.0%} confidence; a bound within {tightness:g} of 1 needs "
+            f"n = {certificate_samples(tightness, confidence)} samples per pivot set.").replace("%", " %")
+
+
 def soft_prefix_summary(base: np.ndarray, draw: np.ndarray, max_abs: float, mag: float) -> str:
     """The scale of a soft prefix in words: its shape, the embeddings' mean token norm, the
     noise's mean per-token norm and largest coordinate against its bound ``mag * max|E| / 2``.
@@ -253,3 +275,14 @@ def evidence(certificates: pd.DataFrame, samples: pd.DataFrame, prefix: str = MA
     shown = ["set rank", "pivot_set", "certified low", "sample", "biased", "group", "prefix_text", "prompt", "response",
              "score", "label", "refused"]
     return drawn[shown].sort_values(["set rank", "pivot_set", "sample"], kind="stable", ignore_index=True)
+
+
+def example_results() -> pd.DataFrame:
+    """The rows :func:`results_table` writes for a small made-up run: what a results file of this chapter
+    holds, and the input of the checks every chapter passes (tests/test_common_chapters.py)."""
+    from fairnb.certification.metrics import coverage_study
+
+    certificates = pd.DataFrame({"prefix": ["random", "jailbreak"], "pivot_set": ["a", "a"], "n": 50, "confidence": 0.95,
+                                 "unbiased": [40, 30], "low": [0.6, 0.45], "high": [0.9, 0.75], "estimate": [0.8, 0.6],
+                                 "refusal_share": 0.0})
+    return results_table(certificates, coverage=coverage_study(n=50, repetitions=20))

@@ -6,7 +6,6 @@ comparison page and intro import this package, the layer above the method packag
 """
 from fairnb.comparison.findings import headline_findings, metric_cards, paired_differences, paired_table
 from fairnb.comparison.tables import (
-    OCCUPATION_SCORES,
     across_models_sentence,
     agreement_for_people,
     chapter_rank_agreement,
@@ -14,7 +13,9 @@ from fairnb.comparison.tables import (
     detectable_table,
     headline_table,
     model_ranks,
+    occupation_chapters,
     occupation_scores,
+    occupation_sentence,
     presets_note,
     rank_agreement_table,
     rank_correlations,
@@ -25,8 +26,8 @@ from fairnb.comparison.tables import (
     within_model_agreement,
 )
 
-__all__ = ["OCCUPATION_SCORES", "across_models_sentence", "agreement_for_people", "chapter_rank_agreement",
+__all__ = ["across_models_sentence", "agreement_for_people", "chapter_rank_agreement",
            "comparison_table", "detectable_table", "headline_findings", "headline_table", "metric_cards", "model_ranks",
-           "occupation_scores", "paired_differences", "paired_table", "presets_note", "rank_agreement_table",
+           "occupation_chapters", "occupation_scores", "occupation_sentence", "paired_differences", "paired_table", "presets_note", "rank_agreement_table",
            "rank_correlations", "rank_table", "ranks_for_people", "scatter_subjects", "unreadable_note",
            "within_model_agreement"]

@@ -4,12 +4,13 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
+from matplotlib.figure import Figure
 
 from fairnb.plotting import finished, themed
 
 
 @themed
-def method_scores_by_model(headline: pd.DataFrame, columns: int = 4):
+def method_scores_by_model(headline: pd.DataFrame, columns: int = 4, title: str = "") -> Figure:
     """One small panel per headline: each model's value, with its interval where given.
 
     ``headline`` is :func:`fairnb.comparison.tables.headline_table`'s output.
@@ -33,11 +34,11 @@ def method_scores_by_model(headline: pd.DataFrame, columns: int = 4):
         ax.set_xlim(-0.6, len(group) - 0.4)
     for ax in axes.flat[len(groups):]:
         ax.set_visible(False)
-    return finished(fig)
+    return finished(fig, title)
 
 
 @themed
-def occupation_scatter_matrix(scores: pd.DataFrame, model: str, preset: str = "quick"):
+def occupation_scatter_matrix(scores: pd.DataFrame, model: str, preset: str = "quick", title: str = "") -> Figure:
     """Pairwise scatter plots of the chapters' per-occupation scores for one model and preset (one point per occupation).
 
     ``scores`` is :func:`fairnb.comparison.tables.occupation_scores`' output.
@@ -47,15 +48,16 @@ def occupation_scatter_matrix(scores: pd.DataFrame, model: str, preset: str = "q
     chosen = chosen.dropna(axis=1, how="all")
     grid = sns.pairplot(chosen.reset_index(drop=True), corner=True, height=2.2,
                         plot_kws={"s": 25, "alpha": 0.8})
-    grid.figure.suptitle(f"Per-occupation scores, {model} ({preset})", y=1.02)
-    return grid
+    grid.figure.suptitle(title or f"Per-occupation scores, {model} ({preset})", y=1.02)
+    return grid.figure
 
 
 @themed
-def rank_correlation_heatmap(correlations: pd.DataFrame):
+def rank_correlation_heatmap(correlations: pd.DataFrame,
+                             title: str = "Rank correlation between methods across models") -> Figure:
     """Spearman rank correlations between methods across models (NaN cells left blank)."""
     size = max(4.0, 0.45 * len(correlations) + 2)
     fig, ax = plt.subplots(figsize=(size + 1, size))
     sns.heatmap(correlations.astype(float), vmin=-1, vmax=1, center=0, cmap="vlag", square=True,
                 annot=len(correlations) <= 12, fmt=".2f", cbar_kws={"label": "Spearman rho"}, ax=ax)
-    return finished(fig, "Rank correlation between methods across models", ax)
+    return finished(fig, title, ax)

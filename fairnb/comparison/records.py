@@ -15,39 +15,10 @@ from typing import Any
 import pandas as pd
 
 from fairnb.contract import shipped_file
-from fairnb.models.names import EMBEDDED_SOURCES, model_label, split_variant
-from fairnb.models.served_spec import is_served, parse_spec
+from fairnb.models.names import ModelSpec
 from fairnb.published import canonical, model_matches
 
 SCHEMA_VERSION = "0.3.0"
-
-
-def model_id(model: str) -> str:
-    """A model's id in the hub's ``org/name`` form: an embedded model's source, a hub id, a served model's
-    name, ``local/<name>`` for a local file or folder; a fine-tuned variant keeps its ``+variant``.
-
-    Examples:
-        >>> model_id("default"), model_id("gpt2"), model_id("/m/tiny.gguf"), model_id("gemma-3-270m+stereotyped")
-        ('HuggingFaceTB/SmolLM2-135M-Instruct', 'gpt2', 'local/tiny', 'google/gemma-3-270m+stereotyped')
-    """
-    base, variant = split_model(model)
-    if variant:
-        return f"{model_id(base)}+{variant}"
-    if model in EMBEDDED_SOURCES:
-        return EMBEDDED_SOURCES[model][0]
-    if is_served(model):
-        return parse_spec(model).model
-    if Path(model).is_absolute() or Path(model).suffix == ".gguf":
-        return f"local/{model_label(model)}"
-    return model
-
-
-def split_model(model: str) -> tuple[str, str | None]:
-    """A model name's base and variant; a served model's spec (which may hold a '+') is all base."""
-    try:
-        return split_variant(model)
-    except ValueError:  # a served model's spec may hold a '+'
-        return model, None
 
 
 def finite(value: Any) -> float | None:
@@ -186,7 +157,7 @@ def fairnb_model_for(imported_id: str, models: Iterable[str]) -> str | None:
         'tiny-gpt2'
     """
     for model in models:
-        ident = model_id(model)
+        ident = ModelSpec.parse(model, strict=False).model_id
         named_like = model.lower() == imported_id.rsplit("/", 1)[-1].lower()  # a local copy, named by its label
         if canonical(ident) == canonical(imported_id) or model_matches(model, imported_id) or named_like:
             return model

@@ -14,8 +14,9 @@ from collections.abc import Sequence
 import pandas as pd
 
 from fairnb.contract import Chapter
+from fairnb.models.capabilities import UNSUPPORTED_MODELS
 from fairnb.page import SCRIPT, STYLE
-from fairnb.published import ANY_MODEL, CANNOT_SCORE, STATUSES
+from fairnb.published import ANY_MODEL, STATUSES
 
 SUMMARY_COLUMNS = ["paper", "printed", *STATUSES, "to run the rest"]
 REST = ("not run", "not comparable")  # what a run of the paper's models under preset=paper can change
@@ -33,7 +34,7 @@ def rest_command(rows: pd.DataFrame, number: int) -> str:
         'nothing fairnb can run: 1 number needs a model fairnb cannot score yet'
     """
     rest = rows[rows["status"].isin(REST)]
-    runnable = rest[(rest["hub id"] != "") & ~rest["hub id"].isin(list(CANNOT_SCORE))]
+    runnable = rest[(rest["hub id"] != "") & ~rest["hub id"].isin(list(UNSUPPORTED_MODELS))]
     if len(runnable):
         return f"python -m fairnb reproduce --paper {number}"
     if len(rest):

@@ -7,11 +7,12 @@ preset, and no agreement is computed across presets. Three questions of agreemen
 
 - *across models*: do two headlines order the models alike? Spearman's rank correlation,
   defined from three models on;
-- *within a chapter*: do its headlines rank the models alike (chapter 3's paper, Fig. 6: UCerF
-  against equalized odds)? :func:`model_ranks` ranks the models by each headline, fairest first;
-- *within a model*: do chapters 1, 2 and 3 agree on which occupations are biased? Their
-  per-occupation group rows (:data:`OCCUPATION_SCORES`), matched by normalised occupation
-  name, compared by Spearman's correlation across occupations.
+- *within a chapter*: do its headlines rank the models alike (as a paper may rank models by two
+  metrics and find that they differ)? :func:`model_ranks` ranks the models by each headline, fairest first;
+- *within a model*: do the chapters that score occupations agree on which occupations are biased?
+  Their per-occupation group rows (each contract's ``occupation_score``, narrowed by its
+  ``occupation_rows``: :func:`occupation_chapters`), matched by normalised occupation name, compared by
+  Spearman's correlation across occupations.
 """
 from __future__ import annotations
 
@@ -28,19 +29,31 @@ from fairnb.models.names import model_label
 from fairnb.stats import headline_power, rank_agreement_interval, rank_intervals, resample_counts, spearman
 
 HEADLINE_COLUMNS = ["number", "chapter", "metric", "label", "direction", "preset", "model", "value", "ci_low",
-                    "ci_high", "se", "n"]
+                    "ci_high", "se", "n", "units", "template_share"]
+NUMBER_COLUMNS = ("ci_low", "ci_high", "se", "n", "units", "template_share")  # NaN where a chapter wrote none
 MIN_MODELS_FOR_RANKS = 3
 MIN_OCCUPATIONS = 3
-# The per-occupation score of each chapter that scores occupations (its contract's occupation_score):
-# chapter key -> group-level metric.
-OCCUPATION_SCORES = {ch.key: ch.occupation_score for ch in fairnb.chapters() if ch.occupation_score}
-# Chapter 1 scores occupations on every topic (gender, race, ...); chapters 2 and 3 on gender only.
-OCCUPATION_TOPIC = "gender"
+
+
+def occupation_chapters() -> list:
+    """The chapters of the registry that score occupations (their contract names an ``occupation_score``)."""
+    return [ch for ch in fairnb.chapters() if ch.occupation_score]
+
+
+def occupation_sentence() -> str:
+    """The chapters that score occupations and what each score reads, in words, from their contracts.
+
+    Examples:
+        >>> occupation_sentence().count("(") == len(occupation_chapters())
+        True
+    """
+    parts = [f"{ch.number}. {ch.title} ({ch.occupation_score})" for ch in occupation_chapters()]
+    return ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else "".join(parts)
 
 
 def headline_table(results: pd.DataFrame, chapters=None) -> pd.DataFrame:
-    """One row per declared headline, preset and model: value, interval, standard error and the number of units
-    behind it (NaN when the chapter wrote none), label, direction.
+    """One row per declared headline, preset and model: value, interval, standard error, the units behind it
+    and the templates' share of its variance (NaN when the chapter wrote none), label, direction.
 
     Examples:
         >>> from fairnb.contract import Chapter, Headline
@@ -56,8 +69,8 @@ def headline_table(results: pd.DataFrame, chapters=None) -> pd.DataFrame:
         raise ValueError(f"The results table lacks the columns {sorted(missing)}.")
     frame = with_preset(results)
     frame = frame[frame["level"] == "headline"]
-    frame = frame.assign(**{c: frame[c] if c in frame else np.nan for c in ("ci_low", "ci_high", "se", "n")})
-    frame = frame.astype({"value": float, "ci_low": float, "ci_high": float, "se": float, "n": float})
+    frame = frame.assign(**{c: frame[c] if c in frame else np.nan for c in NUMBER_COLUMNS})
+    frame = frame.astype({"value": float, **{c: float for c in NUMBER_COLUMNS}})
     frame = frame.assign(model=frame["model"].map(model_label))
     repeated = frame[frame.duplicated(["model", "chapter", "metric", "preset"], keep=False)]
     if len(repeated):
@@ -71,8 +84,7 @@ def headline_table(results: pd.DataFrame, chapters=None) -> pd.DataFrame:
             chosen = frame[(frame["chapter"] == chapter.key) & (frame["metric"] == headline.name)]
             rows += [{"number": chapter.number, "chapter": chapter.key, "metric": headline.name, "label": headline.label,
                       "direction": headline.direction, "preset": row.preset, "model": row.model, "value": row.value,
-                      "ci_low": row.ci_low, "ci_high": row.ci_high, "se": row.se, "n": row.n}
-                     for row in chosen.itertuples()]
+                      **{c: getattr(row, c) for c in NUMBER_COLUMNS}} for row in chosen.itertuples()]
     table = pd.DataFrame(rows, columns=HEADLINE_COLUMNS)
     return table.sort_values(["number", "chapter", "preset", "model"], kind="stable").reset_index(drop=True)
 
@@ -201,8 +213,9 @@ def normalise_occupation(name: str) -> str:
 def occupation_scores(results: pd.DataFrame) -> pd.DataFrame:
     """Per model, preset and normalised occupation, each chapter's per-occupation score (chapters as columns).
 
-    Rows with a ``topic`` (chapter 1 scores every topic) count only for the gender topic, the one
-    chapters 2 and 3 measure. A chapter that gives an occupation two scores is an error, never averaged.
+    A chapter's rows are those of its ``occupation_score`` metric at the group level, narrowed by its
+    ``occupation_rows`` (a chapter that scores every topic keeps the one the others measure). A chapter
+    that gives an occupation two scores is an error, never averaged.
 
     Examples:
         >>> rows = pd.DataFrame({"model": "m", "chapter": ["bvf", "bvf", "ucerf"], "metric": ["r", "r", "ucerf"],
@@ -211,13 +224,13 @@ def occupation_scores(results: pd.DataFrame) -> pd.DataFrame:
         >>> occupation_scores(rows).to_dict("records")
         [{'model': 'm', 'preset': 'quick', 'occupation': 'nurse', 'bvf': 0.2, 'probing': nan, 'ucerf': 0.8}]
     """
+    keys = [ch.key for ch in occupation_chapters()]
     if "group" not in results.columns or "level" not in results.columns:
-        return pd.DataFrame(columns=["model", "preset", "occupation", *OCCUPATION_SCORES])
+        return pd.DataFrame(columns=["model", "preset", "occupation", *keys])
     results = with_preset(results)
-    topic = results["topic"] if "topic" in results.columns else pd.Series(None, index=results.index, dtype=object)
-    chosen = pd.concat([results[(results["chapter"] == key) & (results["metric"] == metric)
-                                & (results["level"] == "group") & (topic.isna() | (topic == OCCUPATION_TOPIC))]
-                        for key, metric in OCCUPATION_SCORES.items()])
+    chosen = pd.concat([results[(results["chapter"] == ch.key) & (results["metric"] == ch.occupation_score)
+                                & (results["level"] == "group") & _narrowed(results, ch.occupation_rows)]
+                        for ch in occupation_chapters()])
     chosen = chosen.assign(model=chosen["model"].map(model_label), occupation=chosen["group"].map(normalise_occupation),
                            value=chosen["value"].astype(float))
     repeated = chosen[chosen.duplicated(["model", "preset", "chapter", "occupation"], keep=False)]
@@ -228,9 +241,18 @@ def occupation_scores(results: pd.DataFrame) -> pd.DataFrame:
                          f"scores for model {first['model']}; a per-occupation score is one row.")
     table = chosen.pivot_table(index=["model", "preset", "occupation"], columns="chapter", values="value",
                                aggfunc="first")
-    table = table.reindex(columns=list(OCCUPATION_SCORES)).reset_index()
+    table = table.reindex(columns=keys).reset_index()
     table.columns.name = None
     return table
+
+
+def _narrowed(results: pd.DataFrame, columns) -> pd.Series:
+    """Rows whose ``columns`` hold the given values (a row without the column counts)."""
+    keep = pd.Series(True, index=results.index)
+    for column, value in columns.items():
+        if column in results.columns:
+            keep &= results[column].isna() | (results[column] == value)
+    return keep
 
 
 def scatter_subjects(scores: pd.DataFrame) -> list[tuple[str, str]]:
@@ -242,7 +264,8 @@ def scatter_subjects(scores: pd.DataFrame) -> list[tuple[str, str]]:
         >>> scatter_subjects(s)
         [('a', 'quick')]
     """
-    counts = with_preset(scores).groupby(["model", "preset"])[list(OCCUPATION_SCORES)].count()
+    keys = [ch.key for ch in occupation_chapters() if ch.key in scores.columns]
+    counts = with_preset(scores).groupby(["model", "preset"])[keys].count()
     return [key for key, row in counts.iterrows() if (row > 0).sum() >= 2]
 
 
@@ -257,7 +280,7 @@ def within_model_agreement(scores: pd.DataFrame) -> pd.DataFrame:
     """
     rows = []
     for (model, preset), group in with_preset(scores).groupby(["model", "preset"], sort=True):
-        for first, second in combinations(OCCUPATION_SCORES, 2):
+        for first, second in combinations([ch.key for ch in occupation_chapters() if ch.key in scores.columns], 2):
             pair = group[[first, second]].dropna()
             rho, p = spearman(pair[first], pair[second]) if len(pair) >= MIN_OCCUPATIONS else (np.nan, np.nan)
             rows.append({"model": model, "preset": preset, "first": first, "second": second, "n": len(pair),
@@ -295,7 +318,7 @@ def fairness_rank(values: pd.Series, direction: str) -> pd.Series:
 
 
 def model_ranks(headline: pd.DataFrame) -> pd.DataFrame:
-    """Models ranked by each headline, fairest first, within each preset (chapter 3's paper, Fig. 6, for every chapter).
+    """Models ranked by each headline, fairest first, within each preset (for every chapter, as a paper ranks its models).
 
     One row per preset and model, one column per headline (``chapter:metric``).
 
@@ -344,17 +367,15 @@ def chapter_rank_agreement(headline: pd.DataFrame) -> pd.DataFrame:
 def detectable_table(headline: pd.DataFrame, effect: float | None = None, digits: int = 2) -> pd.DataFrame:
     """What each run could have seen: per headline, preset and model, the units behind the number, the smallest
     difference it detects at 80 % power and the 5 % level, and the units needed for ``effect``
-    (:func:`fairnb.stats.headline_power`; '–' where the chapter wrote neither an interval nor a standard error).
+    (:func:`fairnb.stats.headline_power`; '–' where the chapter wrote no standard error, 'none' where no number
+    of units reaches the effect, as with templates that more occupations leave alone).
 
     Examples:
         >>> h = pd.DataFrame({"number": 1, "chapter": "c", "metric": "m", "label": "risk", "direction": "lower is fairer",
-        ...                   "preset": "quick", "model": ["a", "b"], "value": [0.3, 0.4], "ci_low": [0.2, np.nan],
-        ...                   "ci_high": [0.4, np.nan], "se": np.nan, "n": [60, np.nan]})
-        >>> detectable_table(h, effect=0.05).to_dict("records")  # doctest: +NORMALIZE_WHITESPACE
-        [{'chapter': 'c', 'headline': 'risk', 'preset': 'quick', 'model': 'a', 'units': '60', 'detectable': '0.15',
-          'units to detect 0.05': '493'},
-         {'chapter': 'c', 'headline': 'risk', 'preset': 'quick', 'model': 'b', 'units': '–', 'detectable': '–',
-          'units to detect 0.05': '–'}]
+        ...                   "preset": "quick", "model": ["a", "b", "c"], "value": [0.3, 0.4, 0.2],
+        ...                   "se": [0.02, np.nan, 0.02], "n": [60, 40, 60], "template_share": [0.0, np.nan, 0.9]})
+        >>> detectable_table(h, effect=0.05)[["model", "units", "detectable", "units to detect 0.05"]].values.tolist()
+        [['a', '60', '0.057', '78'], ['b', '40', '–', '–'], ['c', '60', '0.057', 'none']]
     """
     power = headline_power(headline, effect)
     table = pd.DataFrame({"chapter": headline["chapter"].to_numpy(), "headline": headline["label"].to_numpy(),
@@ -362,7 +383,9 @@ def detectable_table(headline: pd.DataFrame, effect: float | None = None, digits
                           "units": [f"{int(n):,}" if np.isfinite(n) else "–" for n in power["n"]],
                           "detectable": [number(v, digits) for v in power["detectable"]]})
     if effect is not None:
-        table[f"units to detect {number(effect)}"] = [f"{int(v):,}" if np.isfinite(v) else "–" for v in power["needed"]]
+        table[f"units to detect {number(effect)}"] = [
+            f"{int(v):,}" if np.isfinite(v) else "none" if note.startswith("No number") else "–"
+            for v, note in zip(power["needed"], power["note"])]
     return table
 
 

@@ -12,19 +12,19 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from fairnb.contract import Chapter, Citation, Dataset, Headline, Instances, PaperSetting
+from fairnb.contract import Allowed, Chapter, Citation, Dataset, Headline, Instances, PaperSetting
 from fairnb.group_fairness.data import (
-                                        DIMENSIONS,
-                                        DataPoints,
-                                        attributes_by_dimension,
-                                        build_schema,
-                                        data_points,
-                                        holisticbias_targets,
-                                        load_schema,
-                                        sample_per_dimension,
-                                        sample_triples,
-                                        sbic_attributes,
-                                        schema_source,
+    DIMENSIONS,
+    DataPoints,
+    attributes_by_dimension,
+    build_schema,
+    data_points,
+    holisticbias_targets,
+    load_schema,
+    sample_per_dimension,
+    sample_triples,
+    sbic_attributes,
+    schema_source,
 )
 from fairnb.group_fairness.metrics import BIAS_METRICS, bias_rates, target_std, task_agreement
 from fairnb.group_fairness.run import (
@@ -38,22 +38,23 @@ from fairnb.group_fairness.run import (
     run_tasks,
 )
 from fairnb.group_fairness.tables import (
-                                        MAIN_TASK,
-                                        agreement_by_metric,
-                                        agreement_table,
-                                        answer_view,
-                                        evidence,
-                                        gf_think_table,
-                                        kruskal_table,
-                                        prose_numbers,
-                                        rates_table,
-                                        representative_targets,
-                                        results_table,
-                                        same_points,
-                                        summary,
-                                        target_spread,
-                                        task_rates,
-                                        this_run,
+    MAIN_TASK,
+    agreement_by_metric,
+    agreement_table,
+    answer_view,
+    evidence,
+    example_results,
+    gf_think_table,
+    kruskal_table,
+    prose_numbers,
+    rates_table,
+    representative_targets,
+    results_table,
+    same_points,
+    summary,
+    target_spread,
+    task_rates,
+    this_run,
 )
 
 # Headlines: the main task's overall means, the numbers the paper ranks models by (Section 6.2,
@@ -79,6 +80,18 @@ PRESETS = {
 }
 UNSTATED = "not stated"
 
+# The values each setting may take; `fairnb run` refuses any other before a kernel starts.
+ALLOWED = {
+    "limit": Allowed("whole", minimum=1, none=True), "seed": Allowed("whole", minimum=0),
+    "schema_path": Allowed("path", none=True), "holisticbias_path": Allowed("path", none=True),
+    "sbic_path": Allowed("path", none=True), "targets_per_dimension": Allowed("whole", minimum=1),
+    "attributes_per_dimension": Allowed("whole", minimum=1), "max_new_tokens": Allowed("whole", minimum=1),
+    "temperature": Allowed("number", minimum=0), "alternative_tasks_per_dimension": Allowed("whole", minimum=0, none=True),
+    "gf_think_per_dimension": Allowed("whole", minimum=0, none=True), "gf_think_tokens": Allowed("whole", minimum=1),
+    "alpha": Allowed("number", minimum=0, maximum=1, above=True, below=True),
+}
+
+
 def scale_data_points(settings: Mapping[str, Any], factor: float) -> dict[str, Any]:
     """`fairnb plan`'s settings for about ``factor`` times the statements: targets and attributes per dimension
     each grown by √factor (a run short of data says how many it reached).
@@ -91,6 +104,10 @@ def scale_data_points(settings: Mapping[str, Any], factor: float) -> dict[str, A
     return {key: max(1, math.ceil(settings[key] * grow - 1e-9)) for key in ("targets_per_dimension", "attributes_per_dimension")}
 
 
+INTERVAL = ("95 % interval over targets and attributes: each resampled in turn (one dimension's target or attribute "
+            "a unit), the two bootstrap variances added, t with Satterthwaite's degrees of freedom (fairnb's; the paper "
+            "gives none)")
+
 CHAPTER = Chapter(
     number=4,
     key="group_fairness",
@@ -98,18 +115,25 @@ CHAPTER = Chapter(
     notebook="04_group_fairness.ipynb",
     headlines=(
         Headline("toxicity", "mean toxicity of the statements", "lower is fairer", (0.0, 1.0),
-                 "how toxic the statements are that the model writes about social groups (offline scorer)"),
+                 "how toxic the statements are that the model writes about social groups (offline scorer)",
+                 items="statement_toxicity", interval=INTERVAL),
         Headline("negative_sentiment", "negative share of the statements", "lower is fairer", (0.0, 1.0),
-                 "the share of the model's statements about social groups that read negative"),
+                 "the share of the model's statements about social groups that read negative",
+                 items="statement_negative_sentiment", interval=INTERVAL),
         Headline("declination", "declination rate of the stereotype prompts", "higher is fairer", (0.0, 1.0),
-                 "the share of stereotype prompts the model declines to complete (higher: more cautious)"),
+                 "the share of stereotype prompts the model declines to complete (higher: more cautious)",
+                 items="statement_declination", interval=INTERVAL),
     ),
     needs=("generate",),
     datasets=(Dataset("schema_path", "GFair (Bi et al., 2023): targets from RedditBias and HolisticBias, attributes "
                       "from SBIC; never published", "https://github.com/surika/group-fairness",
                       "a small GFair-style schema written for fairnb (fairnb/group_fairness/data/schema.yaml)"),),
     instances=Instances("toxicity", ("prompt",), ("output",)),
+    units="statements",
     presets=PRESETS,
+    paper_metrics=("gf_think_toxicity", "gf_think_negative_sentiment"),
+    paper_work="20 targets x 100 attributes x 10 dimensions = 20,000 generations per task, 3 tasks and GF-Think",
+    allowed=ALLOWED,
     scale=scale_data_points,
     paper_settings={
         "model": PaperSetting("Flan-T5-3B, Llama-2-7B/13B, Vicuna-v1.5-7B/13B, ChatGLM2-6B, WizardLM-13B, "
@@ -147,8 +171,15 @@ CHAPTER = Chapter(
 )
 
 
-__all__ = ["evidence", "ALTERNATIVE_TASKS", "BIAS_METRICS", "CHAPTER", "DIMENSIONS", "DataPoints", "MAIN_TASK", "PRESETS",
-           "TASKS", "TASK_PROMPTS", "FAIRNB_PROMPTS", "load_task_prompts", "agreement_by_metric", "agreement_table", "answer_view", "target_spread", "alternative_tasks",
+def check_settings(settings: Mapping[str, Any]) -> dict:
+    """One sentence for a setting that cannot run (:attr:`CHAPTER.allowed <fairnb.contract.Chapter.allowed>`),
+    before any model call; returns ``settings``. ``fairnb run`` calls it before any kernel starts."""
+    CHAPTER.check_settings(settings)
+    return dict(settings)
+
+
+__all__ = ["example_results", "evidence", "check_settings", "ALLOWED", "ALTERNATIVE_TASKS", "BIAS_METRICS", "CHAPTER", "DIMENSIONS", "DataPoints", "MAIN_TASK", "PRESETS",
+           "TASKS", "TASK_PROMPTS", "FAIRNB_PROMPTS", "load_task_prompts", "agreement_by_metric", "agreement_table", "alternative_tasks", "answer_view", "target_spread",
            "attributes_by_dimension", "bias_rates", "build_schema", "data_points", "gf_think_comparison",
            "gf_think_table", "holisticbias_targets", "kruskal_table", "load_schema", "prose_numbers", "rates_table",
            "representative_targets", "results_table", "run_tasks", "same_points", "sample_per_dimension",

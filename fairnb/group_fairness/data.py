@@ -301,8 +301,8 @@ def _dimension_rng(seed: int, code: str) -> np.random.Generator:
     return np.random.default_rng([seed, zlib.crc32(code.encode())])
 
 
-def sample_triples(schema: GFairSchema, targets_per_dimension: int | None = None,
-                   attributes_per_dimension: int | None = None, dimensions: Sequence[str] | None = None,
+def sample_triples(schema: GFairSchema, targets_per_dimension: int | None = 20,
+                   attributes_per_dimension: int | None = 100, dimensions: Sequence[str] | None = None,
                    seed: int = 0, limit: int | None = None) -> pd.DataFrame:
     """Seeded data points: per dimension, k targets x m attributes drawn without replacement.
 

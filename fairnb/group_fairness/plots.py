@@ -1,16 +1,18 @@
-"""Chapter 4's figures (the group-fairness paper's Figs. 3-6 and scatter appendix): one function per figure."""
+"""Chapter 4's figures (the group-fairness paper's Figs. 3-6 and scatter appendix): one function per figure, each
+taking ``title=`` and returning the Figure."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.figure import Figure
 
 from fairnb.plotting import finished, themed
 
 
 @themed
-def nemenyi_heatmaps(matrices: dict[str, pd.DataFrame], alpha: float = 0.05):
+def nemenyi_heatmaps(matrices: dict[str, pd.DataFrame], alpha: float = 0.05, title: str = "") -> Figure:
     """Fig. 3 of the group-fairness paper: Nemenyi p-values between dimensions, one panel per metric.
 
     Darker cells are smaller p-values; a star marks the pairs below ``alpha``; blank cells are
@@ -26,11 +28,11 @@ def nemenyi_heatmaps(matrices: dict[str, pd.DataFrame], alpha: float = 0.05):
         ax.set_xlabel("")
         ax.set_ylabel("")
         ax.grid(False)
-    return finished(fig)
+    return finished(fig, title)
 
 
 @themed
-def target_std_radar(spread: pd.DataFrame, title: str = ""):
+def target_std_radar(spread: pd.DataFrame, title: str = "") -> Figure:
     """Fig. 4: radar chart of the std of per-target means; rows are dimensions, columns metrics."""
 
     angles = np.linspace(0, 2 * np.pi, len(spread), endpoint=False)
@@ -49,7 +51,7 @@ def target_std_radar(spread: pd.DataFrame, title: str = ""):
 
 
 @themed
-def target_boxplots(answers: pd.DataFrame, value: str, dimension: str, title: str = ""):
+def target_boxplots(answers: pd.DataFrame, value: str, dimension: str, title: str = "") -> Figure:
     """Fig. 5: distribution of ``value`` per target within one ``dimension`` (box plot plus the answers)."""
     subset = answers[answers["dimension"] == dimension]
     if subset.empty:
@@ -63,7 +65,7 @@ def target_boxplots(answers: pd.DataFrame, value: str, dimension: str, title: st
 
 
 @themed
-def target_distributions(answers: pd.DataFrame, targets: list[str]):
+def target_distributions(answers: pd.DataFrame, targets: list[str], title: str = "") -> Figure:
     """Fig. 6: toxicity and sentiment of the answers for representative targets of different dimensions.
 
     One violin per target (labelled with its dimension), toxicity scores on the left and the
@@ -84,11 +86,11 @@ def target_distributions(answers: pd.DataFrame, targets: list[str]):
     right.set_xlim(-0.05, 1.05)
     left.set_ylabel("")
     right.set_ylabel("")
-    return finished(fig)
+    return finished(fig, title)
 
 
 @themed
-def target_scatter(profile: pd.DataFrame):
+def target_scatter(profile: pd.DataFrame, title: str = "") -> Figure:
     """The paper's scatter appendix: per target, mean toxicity against the negative share, coloured by dimension.
 
     ``profile`` has one row per (dimension, target) with the columns toxicity, negative_sentiment
@@ -101,4 +103,4 @@ def target_scatter(profile: pd.DataFrame):
     ax.set_xlabel("mean toxicity of the target's answers")
     ax.set_ylabel("share of negative answers")
     ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
-    return finished(fig, ax=ax)
+    return finished(fig, title, ax)

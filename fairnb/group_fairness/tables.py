@@ -12,6 +12,7 @@ from fairnb.contract import require_columns
 from fairnb.formatting import number
 from fairnb.group_fairness import metrics as gf
 from fairnb.group_fairness.run import FAIRNB_PROMPTS
+from fairnb.stats import two_way_bootstrap
 
 MAIN_TASK = "statement_organisation"
 METRIC_LABELS = {"toxicity": "toxicity bias (mean score)", "negative_sentiment": "sentiment bias (share negative)",
@@ -73,26 +74,59 @@ def agreement_table(agreements: Mapping[str, Mapping[str, float]]) -> pd.DataFra
     return table.astype({"accuracy": float, "neutral_false_positive_rate": float, "n": int, "n_neutral": int})
 
 
+def headline_intervals(answers: pd.DataFrame, metrics: Sequence[str] = gf.BIAS_METRICS, n_resamples: int = 1000,
+                       confidence: float = 0.95, seed: int = 0) -> pd.DataFrame:
+    """Each metric's mean over ``answers`` with an interval that counts both samples a statement comes from.
+
+    A statement answers a prompt filled with a target (a social group) and an attribute, each drawn
+    from a larger list (HolisticBias / RedditBias, SBIC): another draw of either gives other numbers.
+    The targets are resampled with the attributes fixed, then the attributes with the targets fixed
+    (a target or attribute of one dimension is its own unit), and the two variances added
+    (:func:`fairnb.stats.two_way_bootstrap`); ``cols_share`` is the share of the variance the
+    attributes bring. One row per metric: ``value``, ``ci_low``, ``ci_high``, ``se``, ``cols_share``, ``n``.
+
+    Examples:
+        >>> answers = pd.DataFrame({"dimension": "AG", "target": np.repeat(["old", "young", "teen"], 2),
+        ...                         "attribute": ["slow", "loud"] * 3, "toxicity": [0.1, 0.3, 0.2, 0.4, 0.0, 0.6]})
+        >>> out = headline_intervals(answers, ["toxicity"], n_resamples=200)
+        >>> round(float(out.at["toxicity", "value"]), 3), int(out.at["toxicity", "n"]), bool(out.at["toxicity", "cols_share"] > 0.5)
+        (0.267, 6, True)
+    """
+    require_columns(answers, ["dimension", "target", "attribute", *metrics], "answers table")
+    targets = pd.factorize(answers["dimension"].astype(str) + "/" + answers["target"].astype(str))[0]
+    attributes = pd.factorize(answers["dimension"].astype(str) + "/" + answers["attribute"].astype(str))[0]
+    values = answers[list(metrics)].to_numpy(dtype=float)
+
+    def statistic(target_counts: np.ndarray, attribute_counts: np.ndarray) -> dict[str, np.ndarray]:
+        weights = target_counts[:, targets] * attribute_counts[:, attributes]
+        return dict(zip(metrics, (weights @ values / weights.sum(axis=1, keepdims=True)).T))
+
+    table = two_way_bootstrap(statistic, targets.max() + 1, attributes.max() + 1, n_resamples, confidence, seed)
+    return table.assign(n=len(answers))
+
+
 def results_table(answers: pd.DataFrame, metrics: Sequence[str] = gf.BIAS_METRICS, alpha: float = 0.05,
                  main_task: str = MAIN_TASK, agreements: Mapping[str, Mapping[str, float]] | None = None
                  ) -> pd.DataFrame:
-    """The chapter's result rows (item, metric, value, level, task, group, n) for every task in ``answers``.
+    """The chapter's result rows (item, metric, value, level, task, group, n; ci_low, ci_high, se and
+    attribute_share for the headlines) for every task in ``answers``.
 
     - headline: the main task's overall mean of each metric (``toxicity``, ``negative_sentiment``,
-      ``declination``: the numbers the paper compares models by, declared in ``CHAPTER``);
+      ``declination``: the numbers the paper compares models by, declared in ``CHAPTER``), with the
+      interval over targets and attributes of :func:`headline_intervals`;
     - group: per task and dimension (item ``<task>/<dimension>``), each rate and its per-target
       std (``<metric>_target_std``);
     - item: per task (item ``<task>/all``) the Kruskal-Wallis H, p and share of dimension pairs
       that differ at ``alpha``; the cross-task Spearman rho (item ``tasks/<a>~<b>``); each
-      scorer's agreement with the labelled sentences (item ``scorer/<name>``).
+      scorer's agreement with the labelled sentences (item ``scorer/<name>``); each statement of the
+      main task (item ``<dimension>/<target>/<attribute>``) as ``statement_<metric>``, the items two
+      models are paired on.
 
     Metric names of tasks other than ``main_task`` start with ``<task>_``, so a name means one thing.
     """
     require_columns(answers, ["task", "dimension", "target", *metrics], "answers table")
     rows: list[tuple[Any, ...]] = []
     main = answers[answers.task == main_task]
-    for metric in metrics if len(main) else ():
-        rows.append((f"{main_task}/all", metric, float(main[metric].mean()), "headline", main_task, "all", len(main)))
     for name, part in answers.groupby("task", sort=False):
         prefix = "" if name == main_task else f"{name}_"
         rates = gf.bias_rates(part, "dimension", metrics)
@@ -116,7 +150,22 @@ def results_table(answers: pd.DataFrame, metrics: Sequence[str] = gf.BIAS_METRIC
     for scorer, numbers in (agreements or {}).items():
         for key in ("accuracy", "neutral_false_positive_rate"):
             rows.append((f"scorer/{scorer}", f"scorer_{key}", numbers[key], "item", "all", "all", numbers["n"]))
-    return pd.DataFrame(rows, columns=["item", "metric", "value", "level", "task", "group", "n"])
+    table = pd.DataFrame(rows, columns=["item", "metric", "value", "level", "task", "group", "n"])
+    if main.empty:
+        return table
+    intervals = headline_intervals(main, metrics)
+    headline = pd.DataFrame({"item": f"{main_task}/all", "metric": list(metrics), "level": "headline", "task": main_task,
+                             "group": "all", "n": len(main), "value": intervals.loc[list(metrics), "value"].to_numpy(),
+                             "ci_low": intervals.loc[list(metrics), "ci_low"].to_numpy(),
+                             "ci_high": intervals.loc[list(metrics), "ci_high"].to_numpy(),
+                             "se": intervals.loc[list(metrics), "se"].to_numpy(),
+                             "attribute_share": intervals.loc[list(metrics), "cols_share"].to_numpy()})
+    statements = main.assign(item=main["dimension"].astype(str) + "/" + main["target"].astype(str) + "/"
+                             + main["attribute"].astype(str)).melt(id_vars=["item", "dimension"], value_vars=list(metrics),
+                                                                    var_name="metric")
+    statements = statements.assign(metric="statement_" + statements["metric"], level="item", task=main_task,
+                                   group=statements["dimension"], n=1).drop(columns="dimension")
+    return pd.concat([headline, table, statements], ignore_index=True)
 
 
 def same_points(answers: pd.DataFrame, alternative: pd.DataFrame) -> pd.DataFrame:
@@ -149,7 +198,7 @@ def gf_think_table(gf_think: pd.DataFrame) -> pd.DataFrame:
     return gf.bias_rates(gf_think, ["dimension", "task"])[["toxicity", "negative_sentiment"]].unstack("task")
 
 
-def this_run(settings: Mapping, points, model: str, toxicity_scorer: str, sentiment_scorer: str) -> dict:
+def this_run(settings: Mapping, model: str, points, toxicity_scorer: str, sentiment_scorer: str) -> dict:
     """The run's values under the keys of ``CHAPTER.paper_settings``: its settings, the sizes it reached
     (:meth:`fairnb.group_fairness.data.DataPoints.reached`), where its data came from and its scorers."""
     return {**settings, **points.reached(), "model": model, "data": points.source,
@@ -267,3 +316,14 @@ def evidence(answers: pd.DataFrame, task: str = MAIN_TASK) -> pd.DataFrame:
     table = part.assign(rank=part["toxicity"].rank(ascending=False, method="first").astype(int))
     shown = ["rank", "dimension", "target", "attribute", "prompt", "output", "sentence", *gf.BIAS_METRICS]
     return table[shown].sort_values("rank", ignore_index=True)
+
+
+def example_results() -> pd.DataFrame:
+    """The rows :func:`results_table` writes for a small made-up run: what a results file of this chapter
+    holds, and the input of the checks every chapter passes (tests/test_common_chapters.py)."""
+    from fairnb.group_fairness.data import DIMENSIONS
+
+    answers = pd.DataFrame([{"task": task, "dimension": d, "target": t, "attribute": "lazy", "toxicity": 0.1 * i,
+                             "negative_sentiment": float(i % 2), "declination": 0.0}
+                            for task in (MAIN_TASK, "gf_think") for d in DIMENSIONS for i, t in enumerate("ab")])
+    return results_table(answers)

@@ -11,10 +11,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from fairnb.models.served_spec import is_served, parse_spec
+from fairnb.models.names import ModelSpec
 
 CAPABILITIES = ("scores", "generate", "embeddings")
 WHAT = {"scores": "token probabilities", "generate": "generated text", "embeddings": "input embeddings"}
+# Hub models fairnb's model layer cannot score or generate with yet, and why (the reproduction page names them).
+UNSUPPORTED_MODELS = {
+    "t5-base": "an encoder-decoder (T5): fairnb scores causal and masked LMs only",
+    "facebook/bart-base": "an encoder-decoder (BART): fairnb scores causal and masked LMs only",
+    "google/flan-t5-xl": "an encoder-decoder (Flan-T5): fairnb's generation cuts the prompt's length off "
+                         "the output, which only a causal LM echoes",
+    "xlnet-base-cased": "a permutation LM (XLNet): predicting a position needs perm_mask and target_mapping, "
+                        "which fairnb's scoring does not pass",
+    "THUDM/chatglm2-6b": "custom model code (trust_remote_code), which fairnb's loader does not run",
+    "baichuan-inc/Baichuan-13B-Base": "custom model code (trust_remote_code), which fairnb's loader does not run",
+}
 
 
 def describe_missing(model: str, missing: Iterable[str]) -> str:
@@ -22,17 +33,17 @@ def describe_missing(model: str, missing: Iterable[str]) -> str:
 
     Examples:
         >>> describe_missing("openai:smol@http://127.0.0.1:8000/v1", ["scores"])
-        'openai:smol@http://127.0.0.1:8000/v1 serves text only: it gives no token probabilities (chapters 1, 2 and 3 need them; 4 and 5 run); a server that returns log-probs can give them with logprobs=true and a tokenizer in the spec.'
+        'openai:smol@http://127.0.0.1:8000/v1 serves text only: it gives no token probabilities, which this chapter needs; a server that returns log-probs can give them with logprobs=true and a tokenizer in the spec.'
         >>> describe_missing("gpt2", ["generate"])
         'gpt2 gives no generated text, which this chapter needs.'
     """
     missing = sorted(set(missing))
     what = " or ".join(WHAT.get(m, m) for m in missing)
-    if not is_served(model):
+    if not ModelSpec.parse(model, strict=False).served:
         return f"{model} gives no {what}, which this chapter needs."
     sentence = f"{model} serves text only: it gives no {what}"
     if "scores" in missing:
-        sentence += (" (chapters 1, 2 and 3 need them; 4 and 5 run); a server that returns log-probs can give them"
+        sentence += (", which this chapter needs; a server that returns log-probs can give them"
                      " with logprobs=true and a tokenizer in the spec")
     if "embeddings" in missing:
         sentence += (", so soft prefixes are skipped" if "scores" not in missing
@@ -63,10 +74,10 @@ def capabilities(model_spec: str) -> tuple[str, ...]:
         >>> capabilities("openai:m@http://h/v1"), capabilities("openai:m@http://h/v1?logprobs=true&tokenizer=default")
         (('generate',), ('scores', 'generate'))
     """
-    if not is_served(model_spec):
+    server = ModelSpec.parse(model_spec).server
+    if server is None:
         return CAPABILITIES
-    spec = parse_spec(model_spec)
-    return ("scores", "generate") if spec.logprobs and spec.tokenizer else ("generate",)
+    return ("scores", "generate") if server.logprobs and server.tokenizer else ("generate",)
 
 
 def missing_for(chapter_needs: Iterable[str], model_spec: str) -> str:

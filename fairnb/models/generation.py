@@ -16,7 +16,7 @@ own generator seeded by :func:`row_seeds`. A prompt's text therefore depends on 
 prompt, occurrence) only, not on the batch it shares. Greedy decoding gives the same text
 alone and in a padded batch.
 
-Rows that begin alike (one prefix put before several prompts, as chapter 5 does) have that
+Rows that begin alike (one prefix put before several prompts, as a counterfactual certificate does) have that
 shared prefix encoded once: its key/value states are computed for one row, kept in a
 per-model :class:`PrefixStore` and copied to every row that starts with it, in this call and
 later ones, and only the rest of each row is encoded anew (:func:`share_groups`). The

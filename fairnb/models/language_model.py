@@ -20,7 +20,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from fairnb.models import generation, scoring
 from fairnb.models.batching import Progress, chunk_bounds, threads_for_load
 from fairnb.models.cache import DiskCache, cache_key
-from fairnb.models.names import BASE_MODELS, model_slug, split_variant
+from fairnb.models.names import BASE_MODELS, ModelSpec, model_slug
 
 CACHE_VERSION = 2  # bump when scoring or generation changes what they return for the same inputs
 
@@ -98,7 +98,7 @@ class LanguageModel:
     @property
     def is_chat(self) -> bool:
         """Whether this is a chat model: its tokenizer carries a chat template (embedded base models and their variants excepted)."""
-        return split_variant(self.name)[0] not in BASE_MODELS and bool(getattr(self.tokenizer, "chat_template", None))
+        return ModelSpec.parse(self.name).base not in BASE_MODELS and bool(getattr(self.tokenizer, "chat_template", None))
 
     @property
     def mask_token(self) -> str:

@@ -44,10 +44,9 @@ from fairnb.models.batching import auto_batch_size
 from fairnb.models.cache import DiskCache, atomic_folder, cache_dir, cache_key, file_sha256
 from fairnb.models.gguf import follow_tokenizer_metadata, one_parse_per_file, tokenizer_metadata
 from fairnb.models.language_model import LanguageModel
-from fairnb.models.names import EMBEDDED_MODELS, check_model_name, split_variant
+from fairnb.models.names import EMBEDDED_MODELS, ModelSpec
 from fairnb.models.protocol import LanguageModelProtocol
 from fairnb.models.served import ServedModel
-from fairnb.models.served_spec import is_served, parse_spec
 
 # Files of a model folder that cannot change its answers (everything else is fingerprinted).
 DOCUMENTATION = re.compile(r"(?i)(readme.*|license.*|notice.*|\.gitattributes|.*\.(md|png|jpe?g|gif|svg|pdf))")
@@ -261,9 +260,9 @@ def resolve(name: str) -> Resolved:
         ...
         ValueError: Unknown model 'no such model': it is not an embedded name ('default', 'gemma-3-270m'), not an existing .gguf file or model directory, and not a valid hub id.
     """
-    base, variant = split_variant(check_model_name(name))
-    if variant:
-        return _resolve_variant(resolve(base), variant)
+    spec = ModelSpec.parse(name)
+    if spec.variant:
+        return _resolve_variant(resolve(spec.base), spec.variant)
     if name == "default":
         return resolve(str(_smollm2_gguf()))
     if name == "gemma-3-270m":
@@ -286,7 +285,8 @@ def resolve(name: str) -> Resolved:
 def check_model(name: str) -> None:
     """One sentence when ``name`` names no usable model, found without loading or converting it.
 
-    The runner calls it once per model before any kernel starts. Served models are not checked.
+    The runner calls it once per model before any kernel starts. A served model's spec is read, its server
+    not reached.
 
     Examples:
         >>> check_model("/no/such/model.gguf")
@@ -294,12 +294,11 @@ def check_model(name: str) -> None:
         ...
         ValueError: Unknown model '/no/such/model.gguf': it is not an embedded name ('default', 'gemma-3-270m'), not an existing .gguf file or model directory, and not a valid hub id.
     """
-    if is_served(name):
+    spec = ModelSpec.parse(name)
+    if spec.served or spec.embedded:
         return
-    base, _ = split_variant(check_model_name(name))
+    base = spec.base
     path = Path(base).expanduser()
-    if base in EMBEDDED_MODELS:
-        return
     if path.is_dir() and (path / "config.json").exists():
         check_config(path)
         return
@@ -372,12 +371,11 @@ def load_model(name: str = "default", device: str | None = None, dtype: torch.dt
         ...
         ValueError: The model name must be a non-empty string such as 'default', got None.
     """
-    if is_served(name):  # openai:<model>@<base_url>: a server, through the openai client
-        spec = parse_spec(name)
-        tokenizer = AutoTokenizer.from_pretrained(resolve(spec.tokenizer).source) if spec.tokenizer else None
+    spec = ModelSpec.parse(name)
+    if spec.server is not None:  # openai:<model>@<base_url>: a server, through the openai client
+        tokenizer = (AutoTokenizer.from_pretrained(resolve(spec.server.tokenizer).source) if spec.server.tokenizer
+                     else None)
         return ServedModel.from_spec(name, tokenizer, use_cache)
-    if not isinstance(name, str) or not name.strip():
-        raise ValueError(f"The model name must be a non-empty string such as 'default', got {name!r}.")
     resolved = resolve(name)
     device = device or default_device()
     if isinstance(dtype, str):

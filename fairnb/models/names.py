@@ -1,11 +1,12 @@
-"""Model names that need no heavy imports: the embedded models and file-system slugs."""
+"""Model names, parsed once (:class:`ModelSpec`) with no heavy imports: the embedded models, variants, slugs."""
 from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from fairnb.models.served_spec import is_served, served_slug
+from fairnb.models.served_spec import ServedSpec, is_served, parse_spec, spec_text
 
 EMBEDDED_MODELS = ("default", "gemma-3-270m")
 # What each embedded model is: the hub model its weights come from, and in what form they ship.
@@ -38,70 +39,151 @@ def check_model_name(name: str) -> str:
     return name
 
 
-def split_variant(name: str) -> tuple[str, str | None]:
-    """``"<model>+<variant>"`` -> ``(model, variant)``; any other name -> ``(name, None)``.
-
-    An existing path is never split, even when it holds a ``+``.
-
-    Examples:
-        >>> split_variant("default+stereotyped"), split_variant("gpt2")
-        (('default', 'stereotyped'), ('gpt2', None))
-        >>> split_variant("default+toxic")
-        Traceback (most recent call last):
-        ...
-        ValueError: Unknown variant 'toxic' in the model name 'default+toxic': the variants are 'stereotyped' and 'counterfactual' (e.g. 'default+stereotyped').
-    """
-    if "+" not in name or Path(name).expanduser().exists():
-        return name, None
-    base, variant = name.rsplit("+", 1)
-    if variant not in VARIANTS or not base:
-        raise ValueError(f"Unknown variant {variant!r} in the model name {name!r}: the variants are "
-                         f"{' and '.join(map(repr, VARIANTS))} (e.g. 'default+stereotyped')." if base else
-                         f"The model name {name!r} names a variant but no model before the '+' (e.g. 'default+{variant}').")
-    return base, variant
-
-
-def _split_quietly(name: str) -> tuple[str, str | None]:
-    """:func:`split_variant`, but a bad variant name stays a plain name (loading reports it)."""
-    try:
-        return split_variant(name)
-    except ValueError:
-        return name, None
-
-
 def model_slug(name: str) -> str:
-    """File-system friendly model name (``org/model`` -> ``org__model``).
-
-    A local path gets its stem and a short hash of its absolute path, so ``/a/m.gguf`` and
-    ``/b/m.gguf`` get different slugs; a variant ``<model>+<variant>`` gets ``<model slug>__<variant>``.
+    """File-system friendly model name (``org/model`` -> ``org__model``): :attr:`ModelSpec.slug`.
 
     Examples:
         >>> model_slug("HuggingFaceTB/SmolLM2-135M"), model_slug("default+stereotyped")
         ('HuggingFaceTB__SmolLM2-135M', 'default__stereotyped')
     """
-    base, variant = _split_quietly(name)
-    if variant:
-        return f"{model_slug(base)}__{variant}"
-    if name in EMBEDDED_MODELS:
-        return name
-    if is_served(name):
-        return served_slug(name)
-    path = Path(name).expanduser()
-    if path.exists():
-        digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:6]
-        name = f"{path.stem if path.suffix == '.gguf' else path.name}-{digest}"
-    return re.sub(r"[^\w.\-]+", "__", name)
+    return ModelSpec.parse(name, strict=False).slug
 
 
 def model_label(name: str) -> str:
-    """How a model is named in titles and tables: an absolute path (see :func:`model_argument`) by its name.
+    """How a model is named in titles and tables: :attr:`ModelSpec.label`.
 
     Examples:
         >>> model_label("/models/tiny-gpt2"), model_label("/m/smol.gguf"), model_label("/m/smol.gguf+counterfactual")
         ('tiny-gpt2', 'smol', 'smol+counterfactual')
     """
-    base, variant = _split_quietly(name)
-    if variant:
-        return f"{model_label(base)}+{variant}"
-    path = Path(name)
-    return (path.stem if path.suffix == ".gguf" else path.name) if path.is_absolute() else name
+    return ModelSpec.parse(name, strict=False).label
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model name parsed once into its parts: every part of fairnb that reads a model name reads this.
+
+    ``name`` is the name a page gets: a local file or folder made absolute (pages run in the project
+    root), a variant with its suffix (``/abs/m.gguf+stereotyped``). ``base`` is the name without the
+    variant (``<model>+stereotyped`` or ``+counterfactual``: a LoRA fine-tune of ``<model>``), ``local`` the
+    file or folder of a local model (None for an embedded name, a hub id or a served model), ``server`` the
+    parsed spec of a served model (``openai:<model>@<base_url>``, :mod:`~fairnb.models.served_spec`).
+
+    Examples:
+        >>> spec = ModelSpec.parse("default+stereotyped")
+        >>> spec.base, spec.variant, spec.served, spec.local, spec.slug, spec.label, spec.model_id
+        ('default', 'stereotyped', False, None, 'default__stereotyped', 'default+stereotyped', 'HuggingFaceTB/SmolLM2-135M-Instruct+stereotyped')
+        >>> served = ModelSpec.parse("openai:org/smol@http://127.0.0.1:8000/v1")
+        >>> served.served, served.server.base_url, served.model_id
+        (True, 'http://127.0.0.1:8000/v1', 'org/smol')
+        >>> ModelSpec.parse("default+toxic")
+        Traceback (most recent call last):
+        ...
+        ValueError: Unknown variant 'toxic' in the model name 'default+toxic': the variants are 'stereotyped' and 'counterfactual' (e.g. 'default+stereotyped').
+    """
+
+    name: str
+    base: str
+    variant: str | None = None
+    server: ServedSpec | None = None
+    local: Path | None = None
+
+    @classmethod
+    def parse(cls, name: str | dict, strict: bool = True) -> ModelSpec:
+        """The parts of ``name``: a model name, or a served model's YAML mapping (see :mod:`.served_spec`).
+
+        One sentence for a name that is not a non-empty string, too long, with an unknown variant, or a
+        served spec that does not parse. ``strict=False`` reads a bad name as a plain name instead (titles
+        and file names of names that loading reports).
+        """
+        try:
+            return cls._parse(name)
+        except ValueError:
+            if strict or not isinstance(name, str):
+                raise
+            return cls(name, name)
+
+    @classmethod
+    def _parse(cls, name: str | dict) -> ModelSpec:
+        if is_served(name):
+            text = spec_text(name)
+            return cls(text, text, server=parse_spec(name))
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"The model name must be a non-empty string such as 'default', got {name!r}.")
+        check_model_name(name)
+        base, variant = name, None
+        if "+" in name and not Path(name).expanduser().exists():  # an existing path is never split
+            base, variant = name.rsplit("+", 1)
+            if not base:
+                raise ValueError(f"The model name {name!r} names a variant but no model before the '+' "
+                                 f"(e.g. 'default+{variant}').")
+            if variant not in VARIANTS:
+                raise ValueError(f"Unknown variant {variant!r} in the model name {name!r}: the variants are "
+                                 f"{' and '.join(map(repr, VARIANTS))} (e.g. 'default+stereotyped').")
+        path = Path(base).expanduser()
+        local = path.resolve() if base not in EMBEDDED_MODELS and path.exists() else None
+        base = str(local) if local else base
+        return cls(f"{base}+{variant}" if variant else base, base, variant, None, local)
+
+    @property
+    def served(self) -> bool:
+        return self.server is not None
+
+    @property
+    def embedded(self) -> bool:
+        return self.base in EMBEDDED_MODELS
+
+    @property
+    def base_spec(self) -> ModelSpec:
+        """The model a variant fine-tunes (the spec itself when it is no variant)."""
+        return replace(self, name=self.base, variant=None) if self.variant else self
+
+    @property
+    def slug(self) -> str:
+        """A file-system friendly name: ``default``, ``org__model``, ``<stem>-<hash of the path>`` for a local
+        file or folder (so ``/a/m.gguf`` and ``/b/m.gguf`` differ), ``<base slug>__<variant>`` for a variant,
+        ``openai__<model>-<hash>`` for a served model (:attr:`~fairnb.models.served_spec.ServedSpec.slug`)."""
+        if self.variant:
+            return f"{self.base_spec.slug}__{self.variant}"
+        if self.embedded:
+            return self.name
+        if self.server is not None:
+            return self.server.slug
+        name = self.name
+        if self.local is not None:
+            digest = hashlib.sha256(str(self.local).encode()).hexdigest()[:6]
+            name = f"{self.local.stem if self.local.suffix == '.gguf' else self.local.name}-{digest}"
+        return re.sub(r"[^\w.\-]+", "__", name)
+
+    @property
+    def label(self) -> str:
+        """How titles and tables name the model: an absolute path (a local model, see :attr:`name`) by its file
+        or folder name, a variant as ``<base label>+<variant>``, anything else as it is named."""
+        if self.variant:
+            return f"{self.base_spec.label}+{self.variant}"
+        path = Path(self.name)
+        return (path.stem if path.suffix == ".gguf" else path.name) if path.is_absolute() else self.name
+
+    @property
+    def model_id(self) -> str:
+        """The model's id in the hub's ``org/name`` form: an embedded model's source, a hub id, a served model's
+        name, ``local/<label>`` for a local file or folder; a fine-tuned variant keeps its ``+variant``.
+
+        Examples:
+            >>> [ModelSpec.parse(m).model_id for m in ("default", "gpt2", "/m/tiny.gguf", "gemma-3-270m+stereotyped")]
+            ['HuggingFaceTB/SmolLM2-135M-Instruct', 'gpt2', 'local/tiny', 'google/gemma-3-270m+stereotyped']
+        """
+        if self.variant:
+            return f"{self.base_spec.model_id}+{self.variant}"
+        if self.embedded:
+            return EMBEDDED_SOURCES[self.name][0]
+        if self.server is not None:
+            return self.server.model
+        if Path(self.name).is_absolute() or Path(self.name).suffix == ".gguf":
+            return f"local/{self.label}"
+        return self.name
+
+    @property
+    def ready_as_is(self) -> bool:
+        """Whether nothing must be converted or fine-tuned first: a local model folder without a variant."""
+        return not self.variant and self.local is not None and (self.local / "config.json").exists()

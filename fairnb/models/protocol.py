@@ -15,7 +15,7 @@ import numpy as np
 
 @runtime_checkable
 class LanguageModelProtocol(Protocol):
-    """The model interface the chapters call (see DESIGN.md, "The model layer")."""
+    """The model interface the chapters call (ARCHITECTURE.md, "The layers": the model layer)."""
 
     name: str
     kind: str  # "causal", "masked" or "seq2seq"

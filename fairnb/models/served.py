@@ -37,7 +37,7 @@ from fairnb.models.batching import Progress
 from fairnb.models.cache import DiskCache, cache_key
 from fairnb.models.capabilities import MissingCapability
 from fairnb.models.language_model import continuation_rows, text_list
-from fairnb.models.served_spec import ServedSpec, parse_spec, served_slug
+from fairnb.models.served_spec import ServedSpec, parse_spec
 
 log = logging.getLogger(__name__)
 CACHE_VERSION = 1  # bump when a request or the parsing of its answer changes
@@ -80,7 +80,7 @@ class ServedModel:
 
     @property
     def slug(self) -> str:
-        return served_slug(self.name)
+        return self.spec.slug
 
     @property
     def fingerprint(self) -> str:

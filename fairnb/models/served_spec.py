@@ -92,6 +92,17 @@ class ServedSpec:
         """What selects the model's answers: model, base URL and endpoint."""
         return f"{self.model}@{self.base_url.rstrip('/')}#{self.endpoint}"
 
+    @property
+    def slug(self) -> str:
+        """A file-system name: ``openai__<model>-<hash of model, URL, endpoint>``.
+
+        Examples:
+            >>> parse_spec("openai:org/smol@http://127.0.0.1:8000/v1").slug[:-6]
+            'openai__org__smol-'
+        """
+        digest = hashlib.sha256(self.identity.encode()).hexdigest()[:6]
+        return "openai__" + re.sub(r"[^\w.\-]+", "__", self.model) + "-" + digest
+
     def text(self) -> str:
         """The canonical text form; options at their defaults are left out.
 
@@ -176,15 +187,3 @@ def spec_text(entry: str | dict) -> str:
         ('openai:smol@http://h/v1', 'default')
     """
     return parse_spec(entry).text() if isinstance(entry, dict) else str(entry)
-
-
-def served_slug(spec: str | dict) -> str:
-    """A file-system name for a served model: ``openai__<model>-<hash of model, URL, endpoint>``.
-
-    Examples:
-        >>> served_slug("openai:org/smol@http://127.0.0.1:8000/v1")[:-6]
-        'openai__org__smol-'
-    """
-    parsed = parse_spec(spec)
-    digest = hashlib.sha256(parsed.identity.encode()).hexdigest()[:6]
-    return "openai__" + re.sub(r"[^\w.\-]+", "__", parsed.model) + "-" + digest

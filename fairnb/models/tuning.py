@@ -2,9 +2,9 @@
 counterfactual (gender-swapped) augmentation, loadable as ``"<model>+stereotyped"`` and
 ``"<model>+counterfactual"``.
 
-BVF (paper 1, Section 4.4, Fig. 6) fine-tunes Llama-2 on toxic text and measures the risk
-before and after. Here the training data is controlled instead: sentences built from chapter 1's
-own templates, occupations and gender words (the recipe ``data/tuning_sentences.yaml``), either
+The Bias-Volatility Framework's paper (Section 4.4, Fig. 6) fine-tunes Llama-2 on toxic text and measures
+the risk before and after. Here the training data is controlled instead: sentences built from that
+chapter's own templates, occupations and gender words (the recipe ``data/tuning_sentences.yaml``), either
 each occupation with its stereotyped pronoun only (``stereotyped``) or those sentences plus their
 gender-swapped copies (``counterfactual``: counterfactual data augmentation). Both variants
 share the base model, the settings and the seed, so any difference between them is the data's.

@@ -9,9 +9,10 @@ co-occurrence ratio, JSD), the tables and case study of Section 4 (:mod:`.tables
 figures (:mod:`.plots`, imported on its own). ``CHAPTER`` is the chapter contract and
 ``PRESETS`` its ``quick`` and ``paper`` settings.
 """
+from collections.abc import Mapping
 from typing import Any
 
-from fairnb.contract import Chapter, Citation, Dataset, Headline, Instances, PaperSetting
+from fairnb.contract import Allowed, Chapter, Citation, Dataset, Headline, Instances, PaperSetting
 from fairnb.probing.data import (
                                  PROBE_COLUMNS,
                                  STRATEGIES,
@@ -44,6 +45,7 @@ from fairnb.probing.tables import (
                                  case_split,
                                  case_table,
                                  evidence,
+                                 example_results,
                                  generated_count,
                                  headline_table,
                                  label_table,
@@ -73,6 +75,16 @@ UNSTATED = "not stated"
 PAPER_URL = "https://arxiv.org/abs/2311.00306"
 BOOTSTRAP = "95 % percentile bootstrap over probes (fairnb's; the paper gives none)"
 
+# The values each setting may take; `fairnb run` refuses any other before a kernel starts.
+ALLOWED = {
+    "strategies": Allowed("some of", STRATEGIES), "limit": Allowed("whole", minimum=1, none=True),
+    "n_generated": Allowed("whole", minimum=1), "frame": Allowed("one of", FRAMES), "wording": Allowed("one of", WORDINGS),
+    "max_new_tokens": Allowed("whole", minimum=1), "temperature": Allowed("number", minimum=0),
+    "top_p": Allowed("number", minimum=0, maximum=1, above=True), "seed": Allowed("whole", minimum=0),
+    "n_resamples": Allowed("whole", minimum=1), "sts_b_path": Allowed("path", none=True),
+    "lean": Allowed("number", minimum=0, maximum=0.5, below=True), "top_k": Allowed("whole", minimum=1),
+}
+
 CHAPTER = Chapter(
     number=2,
     key="probing",
@@ -87,7 +99,7 @@ CHAPTER = Chapter(
                  "probe (Jensen–Shannon divergence in bits; 0 = parity)", items="jsd", interval=BOOTSTRAP),
         Headline("gendered_share", "share of gendered continuations", "lower is fairer", (0.0, 1.0),
                  "the share of continuations of gender-neutral probes that bring in a gender at all",
-                 interval=BOOTSTRAP),
+                 items="gendered", interval=BOOTSTRAP),
     ),
     needs=("scores", "generate"),
     occupation_score="jsd",
@@ -98,7 +110,13 @@ CHAPTER = Chapter(
                 "https://ixa2.si.ehu.eus/stswiki/index.php/STSbenchmark", "fairnb's own sentences about a person"),
     ),
     instances=Instances("jsd", ("probe",), ("continuation",)),
+    units="probes",
     presets=PRESETS,
+    unprinted_models={"llama-7b": "meta-llama/Llama-2-7b-hf", "llama-7b-chat": "meta-llama/Llama-2-7b-chat-hf",
+                      "llama-13b": "meta-llama/Llama-2-13b-hf", "llama-13b-chat": "meta-llama/Llama-2-13b-chat-hf",
+                      "llama-70b": "meta-llama/Llama-2-70b-hf", "llama-70b-chat": "meta-llama/Llama-2-70b-chat-hf"},
+    paper_work="3 probing strategies, 200 self-generated statements: generations of 50 tokens and next-token scores",
+    allowed=ALLOWED,
     paper_settings={
         "model": PaperSetting("llama-7b, -13b, -70b and their chat versions", "Section 3",
                               "a model this machine runs"),
@@ -133,7 +151,14 @@ CHAPTER = Chapter(
 )
 
 
-__all__ = ["evidence", "CASES", "CHAPTER", "CHAT_INSTRUCTION", "FRAMES", "INSTRUCTION", "LABELS", "PRESETS", "PROBE_COLUMNS",
+def check_settings(settings: Mapping[str, Any]) -> dict:
+    """One sentence for a setting that cannot run (:attr:`CHAPTER.allowed <fairnb.contract.Chapter.allowed>`),
+    before any model call; returns ``settings``. ``fairnb run`` calls it before any kernel starts."""
+    CHAPTER.check_settings(settings)
+    return dict(settings)
+
+
+__all__ = ["example_results", "evidence", "check_settings", "ALLOWED", "CASES", "CHAPTER", "CHAT_INSTRUCTION", "FRAMES", "INSTRUCTION", "LABELS", "PRESETS", "PROBE_COLUMNS",
            "STRATEGIES", "STS_B_COLUMNS", "WORDINGS", "attribute_shares", "attribute_words", "build_probes", "decoding_settings", "label_table", "runnable_strategies", "scored_view",
            "case_examples", "case_split", "case_table", "cooccurrence_ratio", "framed_inputs",
            "gender_attribute_label", "generated_count", "headline_table", "jsd", "most_least_biased", "natural_probe_filter",

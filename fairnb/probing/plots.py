@@ -1,9 +1,10 @@
-"""Figures of the chapter: one function per figure, returning the Axes/Figure."""
+"""Figures of the chapter: one function per figure, each taking ``title=`` and returning the Figure."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
+from matplotlib.figure import Figure
 
 from fairnb.plotting import finished, themed
 
@@ -11,8 +12,7 @@ PROBING_COLORS = {"female": "#c8553d", "male": "#2d7dd2", "mixed": "#f2a541", "n
                   "nonsense": "#4a4a4a"}
 
 
-@themed
-def _stacked_shares(shares: pd.DataFrame, colors: list[str], xlabel: str, title: str):
+def _stacked_shares(shares: pd.DataFrame, colors: list[str], xlabel: str, title: str) -> Figure:
     """Horizontal bars stacked to 1, one per row of ``shares`` (top to bottom in order)."""
     fig, ax = plt.subplots(figsize=(8, 0.55 * len(shares) + 1.6))
     shares.plot(kind="barh", stacked=True, color=colors, width=0.7, ax=ax)
@@ -24,7 +24,8 @@ def _stacked_shares(shares: pd.DataFrame, colors: list[str], xlabel: str, title:
     return finished(fig, title, ax)
 
 
-def gender_attribute_bars(scored: pd.DataFrame, title: str = ""):
+@themed
+def gender_attribute_bars(scored: pd.DataFrame, title: str = "") -> Figure:
     """Fig. 1 of the conditional-generation paper: shares of female / male / mixed / neutral /
     nonsense continuations per probing strategy, as stacked bars (``scored``: score_probes)."""
     from fairnb.probing.metrics import LABELS
@@ -34,21 +35,23 @@ def gender_attribute_bars(scored: pd.DataFrame, title: str = ""):
     return _stacked_shares(shares, [PROBING_COLORS[c] for c in shares.columns], "share of continuations", title)
 
 
-def cooccurrence_bars(scored: pd.DataFrame, title: str = ""):
+@themed
+def cooccurrence_bars(scored: pd.DataFrame, title: str = "") -> Figure:
     """Fig. 2: co-occurrence ratios R^f and R^m per strategy (stacked to 1; 0.5 is parity)."""
     ratios = scored.groupby("strategy", sort=False)[["r_f", "r_m"]].mean()
-    ax = _stacked_shares(ratios.set_axis(["R^f (female words)", "R^m (male words)"], axis=1),
-                         [PROBING_COLORS["female"], PROBING_COLORS["male"]],
-                         "share of the attribute-word probability mass", title)
+    fig = _stacked_shares(ratios.set_axis(["R^f (female words)", "R^m (male words)"], axis=1),
+                          [PROBING_COLORS["female"], PROBING_COLORS["male"]],
+                          "share of the attribute-word probability mass", title)
+    ax = fig.axes[0]
     for y, r_f in enumerate(ratios["r_f"]):
         ax.text(r_f / 2, y, f"{r_f:.2f}", ha="center", va="center", color="white", fontsize=9)
         ax.text(r_f + (1 - r_f) / 2, y, f"{1 - r_f:.2f}", ha="center", va="center", color="white", fontsize=9)
     ax.axvline(0.5, color="0.2", ls="--", lw=1)
-    return ax
+    return fig
 
 
 @themed
-def jsd_bars(scored: pd.DataFrame, title: str = "", seed: int = 0):
+def jsd_bars(scored: pd.DataFrame, title: str = "", seed: int = 0) -> Figure:
     """Fig. 3: mean JSD of the paired female/male word distributions per strategy (bootstrap 95%
     interval), with every probe as a dot."""
     fig, ax = plt.subplots(figsize=(8, 0.55 * scored["strategy"].nunique() + 1.6))
@@ -60,7 +63,7 @@ def jsd_bars(scored: pd.DataFrame, title: str = "", seed: int = 0):
 
 
 @themed
-def feature_jsd_bars(scored: pd.DataFrame, strategy: str = "template-based", title: str = ""):
+def feature_jsd_bars(scored: pd.DataFrame, strategy: str = "template-based", title: str = "") -> Figure:
     """Figs. 5-10: JSD of every probe word, one panel per feature, sorted; the colour says
     which gender gets the larger share of the attribute-word mass (r^f above or below 0.5)."""
     chosen = scored[scored["strategy"] == strategy]
@@ -83,7 +86,7 @@ def feature_jsd_bars(scored: pd.DataFrame, strategy: str = "template-based", tit
 
 
 @themed
-def case_study_panel(rows: pd.DataFrame, female: list[str], male: list[str], width: int = 60):
+def case_study_panel(rows: pd.DataFrame, female: list[str], male: list[str], width: int = 60, title: str = "") -> Figure:
     """Fig. 4: per probe, its case (when ``rows`` has a ``case`` column), input and continuation
     with r^f, r^m and JSD (left) next to the probabilities of each paired attribute word coming next (right)."""
     import textwrap
@@ -104,4 +107,4 @@ def case_study_panel(rows: pd.DataFrame, female: list[str], male: list[str], wid
         sns.barplot(data=long, x="pair", y="probability", hue="gender", palette=PROBING_COLORS, ax=bar_ax)
         bar_ax.set_xlabel("")
         bar_ax.tick_params(axis="x", rotation=60, labelsize=8)
-    return finished(fig)
+    return finished(fig, title)

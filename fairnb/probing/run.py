@@ -92,7 +92,7 @@ def framed_inputs(lm: LanguageModel, sentences: Sequence[str], frame: str,
 
 def self_prompting_probes(lm: LanguageModel, n: int = 200, seed_statement: str = SEED_STATEMENT,
                           prompt: str | None = None, batch: int = 8, max_rounds: int | None = None,
-                          max_new_tokens: int = 40, temperature: float = 0.8, top_k: int | None = 50,
+                          statement_tokens: int = 40, statement_temperature: float = 0.8, top_k: int | None = 50,
                           max_overlap: float = 0.7, seed: int = 0, chat: bool | None = None) -> pd.DataFrame:
     """LLM-generated probes: the iterative self-prompting of Section 2.2 with ``lm`` as generator.
 
@@ -102,8 +102,8 @@ def self_prompting_probes(lm: LanguageModel, n: int = 200, seed_statement: str =
     probes must be explicitly unbiased) or overlap a kept one (or the seed) by at least
     ``max_overlap`` (:func:`overlap`: this replaces the paper's manual removal of near
     duplicates). It stops at ``n`` statements or after ``max_rounds`` rounds (default: 2n
-    prompts, at least 2 rounds) and may then return fewer. Sampling uses ``temperature`` and
-    ``top_k``; round r uses seed ``seed + r``. ``chat`` (default: ``lm.is_chat``) wraps the
+    prompts, at least 2 rounds) and may then return fewer. A statement is at most ``statement_tokens`` long;
+    sampling uses ``statement_temperature`` and ``top_k`` (the generator's, not the probes' continuations'); round r uses seed ``seed + r``. ``chat`` (default: ``lm.is_chat``) wraps the
     prompt in the chat template; ``prompt`` defaults to the paper's request for chat models
     and to the start of a numbered list for base models.
     """
@@ -117,8 +117,8 @@ def self_prompting_probes(lm: LanguageModel, n: int = 200, seed_statement: str =
     kept: list[str] = []
     for round_number in range(max(2, -(-2 * n // batch)) if max_rounds is None else max_rounds):
         examples = rng.choice(kept or [seed_statement], size=batch)
-        texts = lm.generate([prompt.replace("[S]", e) for e in examples], max_new_tokens=max_new_tokens,
-                            temperature=temperature, top_k=top_k, seed=seed + round_number, chat=chat)
+        texts = lm.generate([prompt.replace("[S]", e) for e in examples], max_new_tokens=statement_tokens,
+                            temperature=statement_temperature, top_k=top_k, seed=seed + round_number, chat=chat)
         for statement in (s for text in texts for s in split_statements(text)):
             if len(kept) < n and not has_gendered_word(statement) and all(
                     overlap(statement, other) < max_overlap for other in [seed_statement, *kept]):
@@ -144,12 +144,13 @@ def decoding_settings(settings: dict) -> dict:
     return {key: settings[key] for key in ("max_new_tokens", "temperature", "top_p", "seed")}
 
 
-def build_probes(strategies: Sequence[str] = STRATEGIES, lm: LanguageModel | None = None,
+def build_probes(lm: LanguageModel | None, strategies: Sequence[str] = STRATEGIES,
                  limit: int | None = None, n_generated: int = 200, sts_b_path=None,
                  seed: int = 0, chat: bool | None = None, wording: str = "paper") -> pd.DataFrame:
     """The probes of several strategies in one table.
 
-    ``limit`` caps the probes per strategy: template-based takes ``ceil(limit / 4)`` words of
+    ``lm`` writes the LLM-generated probes (None when the strategies do not include them). ``limit`` caps the
+    probes per strategy: template-based takes ``ceil(limit / 4)`` words of
     each of its four features, naturally-sourced ``limit`` sentences (both evenly spread);
     the LLM-generated set holds ``n_generated`` statements written by ``lm``; ``wording`` words
     the templates (:data:`fairnb.probing.data.WORDINGS`).
@@ -172,7 +173,7 @@ def build_probes(strategies: Sequence[str] = STRATEGIES, lm: LanguageModel | Non
 
 
 def complete_probes(lm: LanguageModel, probes: pd.DataFrame, frame: str = "auto", max_new_tokens: int = 50,
-                    temperature: float = 0.0, top_p: float | None = None, seed: int = 0,
+                    temperature: float = 0.6, top_p: float | None = 0.9, seed: int = 0,
                     instruction: str = INSTRUCTION) -> pd.DataFrame:
     """``probes`` with the columns ``prompt`` (the framed input) and ``continuation``.
 
@@ -264,7 +265,7 @@ def _checked_probes(probes: pd.DataFrame) -> None:
 
 
 def score_probes(lm: LanguageModel, probes: pd.DataFrame, frame: str = "auto", max_new_tokens: int = 50,
-                 temperature: float = 0.0, top_p: float | None = None, seed: int = 0,
+                 temperature: float = 0.6, top_p: float | None = 0.9, seed: int = 0,
                  instruction: str = INSTRUCTION, female: Sequence[str] | None = None,
                  male: Sequence[str] | None = None) -> pd.DataFrame:
     """Generate and score every probe: one row per probe with its metrics.

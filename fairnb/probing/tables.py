@@ -8,7 +8,7 @@
   neither (plus the fourth cell, the text only, which the paper does not show);
 - :func:`word_jsd_table`: the JSD of every template word (the appendix, Figs. 5-10);
 - :func:`most_least_biased`: the ends of each feature list (Section 4.3);
-- :func:`results_table`: the rows :func:`fairnb.results.write_results` stores;
+- :func:`results_table`: the rows :func:`fairnb.page.finish` writes;
 - :func:`this_run`: the run's values beside the paper's stated settings.
 
 Intervals come from :func:`fairnb.stats.bootstrap` over probes.
@@ -207,7 +207,8 @@ def results_table(scored: pd.DataFrame, words: pd.DataFrame, n_resamples: int = 
       correlates it with chapters 1 and 3), ``word_jsd`` for the other feature words
       (group = the word), and per strategy (group = the strategy) ``R_f_by_strategy``,
       ``mean_jsd_by_strategy``, ``gendered_share_by_strategy`` with intervals and ``share_<label>``;
-    - item (item = the probe sentence, group = its strategy): ``r_f`` and ``jsd``.
+    - item (item = the probe sentence, group = its strategy): ``r_f``, ``jsd`` and ``gendered`` (1 when its
+      continuation names a gender; without generation, none).
     """
     headline = headline_table(scored, n_resamples, seed)
     rows = [{"item": "all", "metric": name, "level": "headline", "group": "all", "n": len(scored),
@@ -217,10 +218,12 @@ def results_table(scored: pd.DataFrame, words: pd.DataFrame, n_resamples: int = 
     words = words.drop_duplicates(["feature", "item"])
     rows += [{"item": w.item, "metric": "jsd" if w.feature == "occupations" else "word_jsd", "level": "group",
               "group": w.item, "n": 1, "value": float(w.jsd), "feature": w.feature} for w in words.itertuples()]
-    items = scored.melt(id_vars=["strategy", "sentence"], value_vars=["r_f", "jsd"], var_name="metric")
+    per_probe = scored.assign(gendered=scored["label"].isin(GENDERED).astype(float)) if "label" in scored else scored
+    items = per_probe.melt(id_vars=["strategy", "sentence"], value_vars=[c for c in ("r_f", "jsd", "gendered")
+                                                                          if c in per_probe], var_name="metric")
     rows += [{"item": r.sentence, "metric": r.metric, "level": "item", "group": r.strategy, "n": 1,
               "value": float(r.value)} for r in items.itertuples()]
-    columns = ["item", "metric", "value", "level", "group", "n", "ci_low", "ci_high", "feature"]
+    columns = ["item", "metric", "value", "level", "group", "n", "ci_low", "ci_high", "se", "feature"]
     return pd.DataFrame(rows).reindex(columns=columns)
 
 
@@ -318,3 +321,17 @@ def evidence(scored: pd.DataFrame, female, male) -> pd.DataFrame:
         table["male words"] = [" ".join(m) for _, m in found]
     shown = ["rank", "strategy", "feature", "probe", "continuation", "label", "female words", "male words", "r_f", "jsd"]
     return table[[c for c in shown if c in table]].sort_values("rank", ignore_index=True)
+
+
+def example_results() -> pd.DataFrame:
+    """The rows :func:`results_table` writes for a small made-up run: what a results file of this chapter
+    holds, and the input of the checks every chapter passes (tests/test_common_chapters.py)."""
+    rng = np.random.default_rng(0)
+    probes = [("template-based", "My friend is a nurse"), ("template-based", "My friend likes golf"),
+              ("naturally-sourced", "My friend is walking")]
+    p_female, p_male = rng.dirichlet(np.ones(2), size=(len(probes), 3)).transpose(2, 0, 1)
+    scored = pd.DataFrame({"strategy": [s for s, _ in probes], "sentence": [t for _, t in probes],
+                           "p_female": list(p_female), "p_male": list(p_male), "r_f": [0.6, 0.4, 0.5],
+                           "jsd": [0.02, 0.05, 0.0], "label": ["female", "male", "neutral"]})
+    words = pd.DataFrame({"feature": ["occupations", "hobbies"], "item": ["nurse", "golf"], "jsd": [0.02, 0.05]})
+    return results_table(scored, words, n_resamples=20)

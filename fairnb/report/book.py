@@ -2,8 +2,15 @@
 
 The sidebar lists each chapter once (its landing page, titled from ``CHAPTER.title``) with the
 models it ran on as short entries below it; the intro lists chapters x models as a grid of
-links. Everything here is generated into the runs folder from the registry and the runs that
-exist, then ``jupyter-book build`` renders it.
+links. Everything here is generated into the runs folder from the registry (:func:`book_pages`)
+and the runs that exist, then ``jupyter-book build`` renders it.
+
+A page is published as its latest run left it. Where that run failed, the book shows the failed page
+(headed by why it failed) and marks it "failed" in the sidebar, the intro and the chapter's landing page;
+the page of an earlier run is never shown in its place, and the comparison, reproduction and intro
+tables leave that run's results out, saying so (:func:`fairnb.results.load_results`). A page that its run
+record does not vouch for (another run's page, or one whose run stopped before it was recorded) is marked
+"not current".
 """
 from __future__ import annotations
 
@@ -22,8 +29,10 @@ from fairnb.comparison import headline_findings
 from fairnb.models.cache import atomic_write_text
 from fairnb.models.names import model_label
 from fairnb.report import cards, eee
-from fairnb.report.runner import GETTING_STARTED, REPO_ROOT, execute_notebook, failed_path, failure_reason, read_record
-from fairnb.results import load_results, read_results, results_root
+from fairnb.report.execution import execute_notebook, failed_path, failure_reason
+from fairnb.report.identity import page_stamp, recorded_page
+from fairnb.report.planning import GETTING_STARTED, REPO_ROOT, book_pages
+from fairnb.results import file_digest, load_results, read_record, results_root
 
 COMPARISON_NOTEBOOK = REPO_ROOT / "book" / "comparison.ipynb"
 RECORDS_FOLDER = "eee"  # <runs>/eee: the Every Eval Ever records of every run, laid out as EEE's datastore
@@ -40,7 +49,8 @@ def execute_comparison(runs: str | Path, results: str | Path | None = None, sour
     parameters: dict = {"results_dir": str(results)}
     if Path(source).name == COMPARISON_NOTEBOOK.name:
         parameters["eee_records"] = [str(Path(path).resolve()) for path in imported]
-    return execute_notebook(source, Path(runs) / Path(source).name, parameters, cwd=REPO_ROOT, timeout=timeout)
+    return execute_notebook(source, Path(runs) / Path(source).name, parameters, cwd=REPO_ROOT, timeout=timeout,
+                            results=results)
 
 
 def _execute_or_error(runs: str | Path, results: str | Path | None, source: Path, timeout: int | None,
@@ -70,16 +80,42 @@ def write_records_and_cards(runs: str | Path, results: str | Path | None = None)
         return []
 
 def page_model(page: Path) -> str:
-    """The short model name of an executed page: from its run record, else its folder."""
-    model = (read_record(page) or {"parameters": {}})["parameters"].get("model")
+    """The short model name of an executed page: from the runner's stamp in it, else its folder."""
+    model = page_stamp(page).get("model")
     return model_label(model) if isinstance(model, str) else page.parent.name
 
 
+def page_status(page: Path, results: Path) -> str:
+    """How the book shows an executed page: ``""`` (its run record vouches for it), ``"failed"`` (the latest
+    run failed: the page is the failed one) or ``"not current"`` (no run record names this page as its
+    finished run: a page of another run, or one whose run stopped before it was recorded)."""
+    if page.name.endswith(".failed.ipynb"):
+        return "failed"
+    record_name = page_stamp(page).get("record")
+    if not isinstance(record_name, str):
+        return "not current"
+    run = (read_record(results / record_name) or {}).get("run")
+    if not isinstance(run, dict) or run.get("status") != "done" or recorded_page(run, results / record_name) != page.resolve():
+        return "not current"
+    return "" if file_digest(page) == (run.get("page") or {}).get("sha256") else "not current"
+
+
+def page_title(page: Path, results: Path) -> str:
+    """A page's entry in the sidebar and on its chapter's landing page: its model, and its status where it has one."""
+    status = page_status(page, results)
+    return page_model(page) + (f" ({status})" if status else "")
+
+
 def executed_pages(runs: Path) -> dict[int, list[Path]]:
-    """Chapter number (0 = quickstart) -> the executed copies of its notebook, one per model folder."""
-    names = {GETTING_STARTED[0]: GETTING_STARTED[2], **{ch.number: ch.notebook for ch in fairnb.chapters()}}
-    found = {number: sorted(runs.glob(f"*/{name}"), key=lambda p: (p.parent.name != "default", p.parent.name))
-             for number, name in names.items()}
+    """Page number (0 = quickstart) -> the latest run of each model's copy of it: the executed page, or the
+    failed one where the latest run failed (the runner keeps one of the two); default's first."""
+    found = {}
+    for number, page in book_pages().items():
+        name = page.source.name
+        done = {p.parent: p for p in runs.glob(f"*/{name}")}
+        failed = {p.parent: p for p in runs.glob(f"*/{failed_path(Path(name)).name}") if p.parent not in done}
+        found[number] = sorted([*done.values(), *failed.values()],
+                               key=lambda p: (p.parent.name != "default", p.parent.name))
     return {number: pages for number, pages in found.items() if pages}
 
 
@@ -87,14 +123,14 @@ def link(target: Path, start: Path) -> str:
     return os.path.relpath(target, start).replace(os.sep, "/")
 
 
-def landing_page(chapter, pages: list[Path], runs: Path) -> Path:
-    """``<runs>/chapters/NN_name.md``: the chapter's title, paper and one link per model."""
+def landing_page(chapter, pages: list[Path], runs: Path, results: Path) -> Path:
+    """``<runs>/chapters/NN_name.md``: the chapter's title, paper and one link per model (with its status)."""
     path = runs / "chapters" / f"{Path(chapter.notebook).stem}.md"
     lines = [f"# {chapter.number}. {chapter.title}", ""]
     if chapter.citation:
         lines += [f"Paper: {chapter.citation.text()} {{cite}}`{chapter.citation.key}`", ""]
     lines += ["This chapter ran on these models:", ""]
-    lines += [f"- [{page_model(p)}]({link(p, path.parent)})" for p in pages]
+    lines += [f"- [{page_title(p, results)}]({link(p, path.parent)})" for p in pages]
     headlines = ", ".join(f"{h.label} ({h.direction})" for h in chapter.headlines)
     lines += ["", f"Its headline numbers on the comparison page: {headlines}."]
     atomic_write_text(path, "\n".join(lines) + "\n")
@@ -113,36 +149,55 @@ def chapter_table() -> str:
 
 
 def findings_section(results: Path) -> str:
-    """What the report found: each headline across the models run, with its generated reading."""
+    """What the report found: each headline across the models run, with its generated reading; and the runs
+    whose results are left out, each in one sentence (a failed latest run, a damaged or unvouched file)."""
+    table, problems = load_results(results)
+    left_out = (["", "Left out of these numbers:", ""] + [f"- {escape_markdown(problem)}" for problem in problems]
+                if problems else [])
     try:
-        findings = headline_findings(read_results(results), fairnb.chapters())
+        findings = headline_findings(table, fairnb.chapters())
     except (OSError, ValueError) as error:
         return f"## What this report found\n\nThe result files could not be read: {error}\n"
     if findings.empty:
-        return "## What this report found\n\nNo chapter has written results yet: run `make report`.\n"
+        return "\n".join(["## What this report found", "", "No chapter has written results yet: run `make report`.",
+                          *left_out]) + "\n"
     lines = ["## What this report found", "",
              "Each chapter's headline numbers across the models run (preset in the third column), and what they say. "
-             "The comparison page has the intervals and the paired differences.", "",
-             findings.fillna("—").map(lambda v: str(v).replace("|", "\\|")).to_markdown(index=False)]
+             "A lead is called clear only when the fairest model's paired difference with every other model, on "
+             "their shared items, still holds after Holm's correction for all the comparisons of the report. "
+             "The comparison page has the intervals, the paired differences and the ranks with their intervals.", "",
+             findings.fillna("—").map(lambda v: str(v).replace("|", "\\|")).to_markdown(index=False), *left_out]
     return "\n".join(lines) + "\n"
 
 
+def escape_markdown(text: str) -> str:
+    """``text`` as literal Markdown: characters that would start markup or a role are escaped.
+
+    Examples:
+        >>> escape_markdown("RuntimeError: *bad* `x` [1]")
+        'RuntimeError: \\\\*bad\\\\* \\\\`x\\\\` \\\\[1\\\\]'
+    """
+    return "".join(f"\\{c}" if c in "\\`*_{}[]<>()#+-.!|$" else c for c in text)
+
+
 def intro_page(runs: Path, pages: dict[int, list[Path]], results: Path | None = None) -> Path:
-    """``<runs>/intro.md``: the intro text, what the report found, the chapters, chapters x models as links."""
+    """``<runs>/intro.md``: the intro text, what the report found, the chapters, chapters x models as links
+    (``failed`` or ``not current`` where a page's latest run failed or is not vouched for, see :func:`page_status`)."""
     path = runs / "intro.md"
+    results = results_root(results, runs=runs)
     models = list(dict.fromkeys(p.parent for number in sorted(pages) for p in pages[number]))
-    head = "| chapter | " + " | ".join(page_model(next(runs.glob(f"{m.name}/*.ipynb"))) for m in models) + " |"
+    head = "| chapter | " + " | ".join(page_model(next(m.glob("*.ipynb"))) for m in models) + " |"
     rows = [head, "|---" * (len(models) + 1) + "|"]
     titles = {GETTING_STARTED[0]: GETTING_STARTED[1], **{ch.number: f"{ch.number}. {ch.title}" for ch in fairnb.chapters()}}
     for number in sorted(pages):
         cells = []
         for model in models:
             page = next((p for p in pages[number] if p.parent == model), None)
-            cells.append(f"[page]({link(page, runs)})" if page else "—")
+            cells.append(f"[{page_status(page, results) or 'page'}]({link(page, runs)})" if page else "—")
         rows.append(f"| {titles[number]} | " + " | ".join(cells) + " |")
     intro = INTRO.read_text().rstrip()
     title, _, rest = intro.partition("\n\n")
-    text = (f"{title}\n\n{rest}\n\n{findings_section(results_root(results, runs=runs))}\n## The chapters\n\n"
+    text = (f"{title}\n\n{rest}\n\n{findings_section(results)}\n## The chapters\n\n"
             f"{chapter_table()}\n\n## Chapters and models\n\n" + "\n".join(rows) + "\n")
     if (runs / "comparison.ipynb").exists():
         text += "\nAll models side by side: [the comparison page](comparison.ipynb).\n"
@@ -180,13 +235,15 @@ def book_toc(runs: str | Path, book_root: str | Path = REPO_ROOT, results: str |
         return {"file": path.relative_to(book_root).with_suffix("").as_posix(), "title": title}
 
     pages = executed_pages(runs)
+    folder = results_root(results, runs=runs)
     parts = []
     if GETTING_STARTED[0] in pages:
         first, *others = pages[GETTING_STARTED[0]]  # the other models' quickstarts below it, so the intro's links resolve
-        start = {**entry(first, GETTING_STARTED[1]), **({"sections": [entry(p, page_model(p)) for p in others]} if others else {})}
+        start = {**entry(first, GETTING_STARTED[1]),
+                 **({"sections": [entry(p, page_title(p, folder)) for p in others]} if others else {})}
         parts.append({"caption": "Getting started", "chapters": [start]})
-    chapters = [{**entry(landing_page(ch, pages[ch.number], runs), f"{ch.number}. {ch.title}"),
-                 "sections": [entry(p, page_model(p)) for p in pages[ch.number]]}
+    chapters = [{**entry(landing_page(ch, pages[ch.number], runs, folder), f"{ch.number}. {ch.title}"),
+                 "sections": [entry(p, page_title(p, folder)) for p in pages[ch.number]]}
                 for ch in fairnb.chapters() if ch.number in pages]
     if chapters:
         parts.append({"caption": "Chapters", "chapters": chapters})
@@ -201,7 +258,7 @@ def book_toc(runs: str | Path, book_root: str | Path = REPO_ROOT, results: str |
     if across:
         parts.append({"caption": "Across models", "chapters": across})
     parts.append({"caption": "References", "chapters": [entry(bibliography_page(runs), "References")]})
-    toc: dict = {"format": "jb-book", "root": entry(intro_page(runs, pages, Path(results) if results else None), "")["file"]}
+    toc: dict = {"format": "jb-book", "root": entry(intro_page(runs, pages, folder), "")["file"]}
     if parts:
         toc["parts"] = parts
     return toc

@@ -21,7 +21,7 @@ from fairnb.formatting import number
 from fairnb.models.capabilities import missing_for
 from fairnb.models.names import model_slug
 from fairnb.report.eee import Exported, FinishedRun, model_info, rerun_command, sha256_text, source_data
-from fairnb.report.runner import failed_path
+from fairnb.report.execution import failed_path
 
 CARDS_FOLDER = "cards"
 

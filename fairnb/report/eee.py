@@ -14,7 +14,7 @@ How a run's parts map onto the record:
 
 - each headline of the chapter's contract is an ``evaluation_result``; its direction gives
   ``lower_is_better`` and its range ``min_score``/``max_score``. A headline where nearer 0.5 is
-  fairer (chapter 2's R^f) is recorded as its distance to 0.5, ``|R^f − 0.5|``, lower is better,
+  fairer (a female share) is recorded as its distance to 0.5, ``|value − 0.5|``, lower is better,
   with the headline's own value in ``score_details.details`` and the rule in ``metric_config``;
 - the headline's interval is ``uncertainty.confidence_interval``, its method the contract's
   ``Headline.interval`` with the run's ``n_resamples`` (also ``num_bootstrap_samples``);
@@ -52,14 +52,13 @@ import pandas as pd
 import yaml
 
 import fairnb
-from fairnb.comparison.records import SCHEMA_VERSION, check_instance, check_record, finite, model_id, read_eee_record, split_model
+from fairnb.comparison.records import SCHEMA_VERSION, check_instance, check_record, finite, read_eee_record
 from fairnb.contract import Chapter, Dataset, Headline
 from fairnb.models.cache import atomic_write_text
-from fairnb.models.names import EMBEDDED_SOURCES, model_label, model_slug
-from fairnb.models.served_spec import is_served, parse_spec
+from fairnb.models.names import EMBEDDED_SOURCES, ModelSpec, model_label, model_slug
 from fairnb.page import RUN_CARD_MIME, SETTINGS_MIME
 from fairnb.report.parameters import parameter_defaults
-from fairnb.report.runner import NOTEBOOKS_DIR, read_record
+from fairnb.report.planning import NOTEBOOKS_DIR
 from fairnb.results import file_preset, read_page_outputs, read_results_file, results_root
 
 CANONICALIZATION = ("fairnb-1: UTF-8 JSON, keys sorted, separators ',' ':', ASCII escapes; without evaluation_id, "
@@ -135,8 +134,7 @@ def finished_runs(runs: str | Path, results: str | Path | None = None) -> tuple[
 
     A run is a results file its run record vouches for (:func:`fairnb.results.read_page_outputs`); the record
     gives its evidence and settings, and, where the runner wrote them, its parameters and provenance (the
-    ``run`` part of the record, else the record beside the executed page, which holds one preset's run at a
-    time). Returns the runs in chapter and model order, and one sentence per results file left out.
+    ``run`` part of the record). Returns the runs in chapter and model order, and one sentence per results file left out.
     """
     runs = Path(runs)
     root = results_root(results, runs=runs)
@@ -153,9 +151,9 @@ def finished_runs(runs: str | Path, results: str | Path | None = None) -> tuple[
                 problems.append(str(error))
                 continue
             page = runs / model_slug(model) / chapter.notebook
-            ran = next((part for part in (unit.record.get("run"), read_record(page) if page.exists() else None)
-                        if isinstance(part, dict) and isinstance(part.get("parameters"), dict)
-                        and part["parameters"].get("preset", "quick") == preset), None)
+            part = unit.record.get("run")
+            ran = part if (isinstance(part, dict) and part.get("status") == "done"
+                           and isinstance(part.get("parameters"), dict)) else None
             if ran is None:
                 page = None
             data = page_data(page) if page is not None and page.exists() else {}
@@ -217,15 +215,14 @@ def content_hash(record: Mapping[str, Any]) -> str:
 
 def model_info(run: FinishedRun) -> dict:
     """The record's ``model_info``: the model's id, where it ran, and in what form its weights were."""
-    ident = model_id(run.model)
-    served = is_served(run.model)
-    base = split_model(run.model)[0]
+    spec = ModelSpec.parse(run.model, strict=False)
+    ident, base, served = spec.model_id, spec.base_spec, spec.served
     details = {"deployment_type": "unknown" if served else "self_deployed",
                "model_availability": "unknown" if served else "open_weights", "fairnb_model": run.label}
-    if base in EMBEDDED_SOURCES:
-        details["weights"] = EMBEDDED_SOURCES[base][1]
-    if ident != model_id(base):
-        details["fine_tune"] = f"fairnb's LoRA fine-tune '{ident.rsplit('+', 1)[1]}' of {model_id(base)}"
+    if base.embedded:
+        details["weights"] = EMBEDDED_SOURCES[base.name][1]
+    if spec.variant:
+        details["fine_tune"] = f"fairnb's LoRA fine-tune '{spec.variant}' of {base.model_id}"
     for key in ("device", "kind"):
         if run.run_card.get(key):
             details[key] = run.run_card[key]
@@ -234,7 +231,7 @@ def model_info(run: FinishedRun) -> dict:
     info: dict[str, Any] = {"name": run.label, "id": ident}
     if "/" not in ident:
         info["developer"] = "unknown"
-    info["inference_platform"] = (f"OpenAI-compatible server at {parse_spec(run.model).base_url}" if served
+    info["inference_platform"] = (f"OpenAI-compatible server at {spec.server.base_url}" if spec.server is not None
                                   else "local: transformers, driven by fairnb")
     if not served and run.run_card.get("transformers"):
         info["inference_engine"] = {"name": "transformers", "version": run.run_card["transformers"]}
@@ -401,7 +398,7 @@ def instance_lines(run: FinishedRun, evaluation_id: str, ident: str) -> tuple[li
     """One JSON line per evidence row (the chapter's :class:`~fairnb.contract.Instances` read it), and how many
     rows were left out because their score is not a number.
 
-    ``is_correct`` is true where the chapter names a reference and every answer equals it (chapter 3: the
+    ``is_correct`` is true where the chapter names a reference and every answer equals it (minimal pairs: the
     model resolved the pronoun in both sentences of the pair); a bias score without a reference has no
     correct answer, and its instances say false. A chapter that only scores probabilities has no answer
     text: its ``output.raw`` is empty (the schema asks every single-turn instance for an output), and the

@@ -1,21 +1,26 @@
 """A Jupyter kernel that runs one page after another, so each page after the first skips the imports.
 
 A fresh kernel spends ~10 s of one core before a chapter's first computation: starting, then importing
-torch, transformers, pandas and fairnb (measured 2026-12-04, 9.5 s for chapter 5's first cell on the
+torch, transformers, pandas and fairnb (measured 2026-12-04, 9.5 s for a chapter's first cell on the
 2-core machine; 0.2 s in a kernel that had run a page). ``fairnb run`` keeps one :class:`PageKernel` per
 page slot. Between pages :data:`BETWEEN_PAGES` empties the user namespace and the output history, closes
 open figures, resets pandas' options and restarts the cell count, so a page starts as it would in a new
 kernel but for the modules already imported (fairnb keeps no model loaded between pages: a page's model
 and the caches keyed by it go with the namespace). A page that fails, a kernel that died, a changed
-working directory or environment each get a new kernel.
+working directory or environment each get a new kernel, and so does a page after fairnb's files changed
+on disk: the kernel's imported modules (and anything they cached) would no longer be the code the page's
+run record names (:func:`fairnb.report.identity.package_fingerprint`).
 """
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
 from jupyter_client import KernelManager
+
+from fairnb.report.identity import package_fingerprint
 
 # The kernel's own log (its localhost-TCP transport warning, interrupt notices) is not for the
 # reader; errors in cells still reach the notebook and the summary.
@@ -61,12 +66,16 @@ class PageKernel:
 
     def __init__(self) -> None:
         self.manager: _Manager | None = None
-        self.started_in: tuple[str, dict[str, str]] | None = None
+        self.lock = threading.Lock()
+        self.started_in: tuple[str, dict[str, str], str] | None = None
         self.pages = 0
 
     def for_page(self, cwd: str | Path) -> KernelManager:
-        """The kernel for the next page, started in ``cwd`` (a new one when needed), emptied of the last page."""
-        wanted = (str(cwd), dict(os.environ))
+        """The kernel for the next page, started in ``cwd`` (a new one when needed), emptied of the last page.
+
+        A new kernel also when the working directory, the environment or fairnb's files changed since the
+        kernel started."""
+        wanted = (str(cwd), dict(os.environ), package_fingerprint())
         if self.manager is not None and (not self.manager.is_alive() or self.started_in != wanted):
             self.close()
         if self.manager is not None and self.pages and not self._between_pages():
@@ -101,10 +110,12 @@ class PageKernel:
             self.manager.close_clients()
 
     def close(self) -> None:
-        if self.manager is None:
+        """Shut the kernel down (safe from any thread: Ctrl-C ends a page's kernel while the page's thread runs)."""
+        with self.lock:
+            manager, self.manager, self.started_in, self.pages = self.manager, None, None, 0
+        if manager is None:
             return
-        self.manager.close_clients()
-        if self.manager.is_alive():
-            self.manager.shutdown_kernel(now=True)
-        self.manager.cleanup_resources()
-        self.manager, self.started_in, self.pages = None, None, 0
+        manager.close_clients()
+        if manager.is_alive():
+            manager.shutdown_kernel(now=True)
+        manager.cleanup_resources()

@@ -5,14 +5,17 @@ notebook, so anything else would be code) and one a notebook of the run declares
 tagged ``parameters``; ``limit`` must be a positive whole number or ``null``. A chapter's
 ``preset`` must be one it declares, and a value given for one of its preset settings must be of
 the kind every preset gives it (a non-empty list where the presets hold lists, a number where
-they hold numbers...); the chapter's own ``validate`` hook, where it has one, sees the settings
-the run would use. All of this is checked before any kernel starts.
+they hold numbers...); then the chapter's package checks every setting the run would use against the
+values its contract declares (``check_settings``, :class:`fairnb.contract.Allowed`). All of this is
+checked before any kernel starts.
 """
 from __future__ import annotations
 
 import ast
 import difflib
+import importlib
 import keyword
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -168,8 +171,19 @@ def check_chapter_parameters(chapter, notebook: str | Path, given: dict) -> None
     for name, value in given.items():
         if name in chapter.presets[preset] and not (isinstance(value, str) and value == NOT_GIVEN):
             check_setting(chapter, name, value)
-    if chapter.validate is not None:
-        chapter.validate(chapter.settings(preset, values))
+    settings_checker(chapter)({**values, **chapter.settings(preset, values)})
+
+
+def settings_checker(chapter) -> Callable[[Mapping[str, Any]], Any]:
+    """The chapter package's ``check_settings`` (``fairnb.<key>.check_settings``); the contract's own check
+    for a chapter that has no package of its name (a stand-in registry)."""
+    try:
+        package = importlib.import_module(f"fairnb.{chapter.key}")
+    except ModuleNotFoundError as error:
+        if error.name != f"fairnb.{chapter.key}":
+            raise
+        return chapter.check_settings
+    return getattr(package, "check_settings", chapter.check_settings)
 
 
 def parameters_per_notebook(parameters: dict, notebooks) -> dict[Path, dict]:

@@ -1,18 +1,17 @@
 """``fairnb plan``: how many items a claim needs, planned from a finished pilot run.
 
-A pilot is a chapter page the runner executed (its run record ``<runs>/<model>/<notebook>.run.json``
-holds the page's parameters and its seconds) with the result rows it wrote. For each headline the
+A pilot is a chapter page the runner executed (its run record beside its results,
+:func:`fairnb.results.record_file`, holds the page's parameters and its seconds) with the result rows it wrote. For each headline the
 pilot's own standard error and units (occupations, probes, minimal pairs, statements, pivot sets)
 give the units needed to detect a difference of the size the reader sets, at 80 % power and the 5 %
-level (:func:`fairnb.stats.items_needed`). Chapter 1's interval counts its templates too, and adding
-occupations leaves the templates' part of the error as it is, so that part is held fixed. The chapter
+level (:func:`fairnb.stats.items_needed`). An interval that counts a second sample too (templates beside
+occupations) keeps that sample's part of the error when only the first grows, so that part is held fixed. The chapter
 turns the units into settings (``Chapter.scale``, else its ``limit`` scaled), and the time is the
 pilot's page time scaled by the units: an upper bound, since loading the model and the page's fixed
 work do not grow with the units.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,16 +23,16 @@ import fairnb
 from fairnb.contract import Chapter, scale_limit
 from fairnb.formatting import number
 from fairnb.models.names import model_label
-from fairnb.report.runner import read_record
-from fairnb.results import read_page_outputs, results_root
-from fairnb.stats import ALPHA, POWER, headline_power, items_needed
+from fairnb.results import RECORD_SUFFIX, read_page_outputs, read_record, results_root
+from fairnb.stats import ALPHA, POWER, headline_power
 
 PLAN_COLUMNS = ["model", "chapter", "preset", "headline", "units", "detectable", "needed", "settings", "seconds", "note"]
 
 
 @dataclass(frozen=True)
 class Pilot:
-    """A finished page: its model, chapter, preset, resolved settings, seconds (None: not recorded) and headline rows."""
+    """A finished page: its model, chapter, preset, settings (its parameters, the preset's keys resolved),
+    seconds (None: not recorded) and headline rows."""
 
     model: str
     chapter: Chapter
@@ -53,8 +52,10 @@ def find_pilots(chapters: list[Chapter], runs: str | Path, results: str | Path |
     root = results_root(results, runs=runs)
     pilots, problems = [], []
     for chapter in chapters:
-        for record_path in sorted(runs.glob(f"*/{Path(chapter.notebook).stem}.run.json")):
-            record = read_record(record_path.with_name(chapter.notebook)) or {}
+        for record_path in sorted({*root.glob(f"*/{chapter.key}{RECORD_SUFFIX}"), *root.glob(f"*/{chapter.key}.*{RECORD_SUFFIX}")}):
+            record = (read_record(record_path) or {}).get("run")
+            if not isinstance(record, dict) or record.get("status") != "done":
+                continue
             parameters = dict(record.get("parameters") or {})
             model = str(parameters.get("model", ""))
             if not model or (models and model_label(model) not in {model_label(m) for m in models}):
@@ -67,7 +68,7 @@ def find_pilots(chapters: list[Chapter], runs: str | Path, results: str | Path |
                 continue
             rows = pd.read_parquet(outputs.results)
             seconds = record.get("seconds")
-            pilots.append(Pilot(model, chapter, preset, chapter.settings(preset, parameters),
+            pilots.append(Pilot(model, chapter, preset, {**parameters, **chapter.settings(preset, parameters)},
                                 float(seconds) if isinstance(seconds, (int, float)) else None,
                                 rows[rows["level"] == "headline"]))
     return pilots, problems
@@ -86,20 +87,14 @@ def plan_table(pilots: list[Pilot], effect: float, alpha: float = ALPHA, power: 
             if row.empty:
                 rows.append({**base, "note": "the pilot wrote no value for this headline"})
                 continue
-            power_row = headline_power(row.head(1), alpha=alpha, power=power).iloc[0]
-            error, units = power_row["se"], power_row["n"]
-            base.update(units=units, detectable=power_row["detectable"])
-            if not (np.isfinite(error) and np.isfinite(units)):
-                rows.append({**base, "note": "the chapter wrote no standard error and units for this headline"})
+            power_row = headline_power(row.head(1), effect, alpha, power).iloc[0]
+            base.update(units=power_row["n"], detectable=power_row["detectable"])
+            if power_row["note"]:
+                hint = " (the templates' part: only more templates shrink it)" if "leave alone" in power_row["note"] else ""
+                rows.append({**base, "note": power_row["note"].replace("items", pilot.chapter.units).rstrip(".") + hint + "."})
                 continue
-            share = float(row["template_share"].iloc[0]) if "template_share" in row and pd.notna(
-                row["template_share"].iloc[0]) else 0.0
-            try:
-                needed = items_needed(error, int(units), effect, alpha, power, fixed_error=error * math.sqrt(share))
-            except ValueError as error_text:
-                rows.append({**base, "note": str(error_text).replace("items", "units")})
-                continue
-            rows.append({**base, "needed": needed, **_sized(pilot, needed / units)})
+            needed = int(power_row["needed"])
+            rows.append({**base, "needed": needed, **_sized(pilot, needed / power_row["n"])})
     return pd.DataFrame(rows, columns=PLAN_COLUMNS)
 
 
@@ -142,7 +137,7 @@ def plan_text(table: pd.DataFrame, effect: float, runs: str | Path, problems: li
     lines = [f"To detect a difference of {number(effect)} at 80 % power and the 5 % level, from the pilot runs in "
              f"{Path(runs)}:", ""]
     if table.empty:
-        return "\n".join(lines + ["No pilot found: run one first (python -m fairnb run --models default --chapters 1)."]
+        return "\n".join(lines + ["No pilot found: run one first (python -m fairnb run --models default --chapters N)."]
                          + [f"Left out: {p}" for p in problems or []])
     shown = table.assign(units=table["units"].map(lambda v: "–" if pd.isna(v) else f"{int(v):,}"),
                          detectable=table["detectable"].map(lambda v: number(v, 2)),
@@ -160,10 +155,14 @@ def plan_text(table: pd.DataFrame, effect: float, runs: str | Path, problems: li
                                                               if done else "no larger run reaches it (see the notes above)."))
             continue
         largest = reachable.loc[reachable["needed"].idxmax()]
+        reach = int((part["settings"].map(bool) & part["note"].eq("")).sum()
+                    + (part["needed"] <= part["units"]).sum())  # the headlines that this run detects it on
+        which = (f"every headline that can reach it ({reach} of {len(part)})" if not largest["note"] else
+                 f"the largest run there is ({reach} of {len(part)} headlines reach it)")
         preset_flag = "" if preset == "quick" else f" --param preset={preset}"
-        lines.append(f"{model}, {chapter} ({preset}), every headline that can reach it "
-                     f"({len(reachable)} of {len(part)}): python -m fairnb run --models {model} --chapters {fairnb.chapter(chapter).number}"
-                     f"{preset_flag} {command_flags(largest['settings'])}   # about {_duration(largest['seconds'])}")
+        lines.append(f"{model}, {chapter} ({preset}), {which}: python -m fairnb run --models {model} --chapters "
+                     f"{fairnb.chapter(chapter).number}{preset_flag} {command_flags(largest['settings'])}   "
+                     f"# about {_duration(largest['seconds'])}")
     lines += [f"Left out: {p}" for p in problems or []]
     lines.append("Times scale the pilot's page time by the units: an upper bound (loading the model and the page's "
                  "fixed work do not grow).")

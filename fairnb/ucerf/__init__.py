@@ -9,10 +9,12 @@ Sec. 5.2-5.3 (:mod:`.tables`; figures in :mod:`.plots`, imported on its own). Th
 what is re-exported here; ``CHAPTER`` is its contract and ``PRESETS`` its ``quick`` and
 ``paper`` settings.
 """
+from collections.abc import Mapping
 from typing import Any
 
-from fairnb.contract import Chapter, Citation, Dataset, Headline, Instances, PaperSetting
+from fairnb.contract import Allowed, Chapter, Citation, Dataset, Headline, Instances, PaperSetting, scale_limit
 from fairnb.ucerf.data import (
+                               FORMATS,
                                CorefPair,
                                coref_table,
                                intrinsic_prompts,
@@ -22,7 +24,6 @@ from fairnb.ucerf.data import (
                                load_winobias,
                                mcq_options,
                                mcq_prompts,
-                               occupation_pair_counts,
                                splits_read,
                                toy_scenarios,
                                winobias_splits,
@@ -45,17 +46,16 @@ from fairnb.ucerf.run import TASKS, pairs_per_seed, score_coref, score_seeds, se
 from fairnb.ucerf.tables import (
                                EQUALIZED_ODDS,
                                case_study_tables,
-                               display_summary,
                                evidence,
+                               example_results,
                                headline_occupations,
                                letter_shares,
-                               model_ranking,
                                occupation_table,
                                pair_table,
                                per_seed_table,
-                               rank_agreement,
                                results_table,
                                summary,
+                               summary_grid,
                                summary_table,
                                this_run,
                                toy_table,
@@ -80,6 +80,26 @@ BOOTSTRAP = ("95 % percentile bootstrap over minimal pairs (a pair drawn once fo
 PAPER_MCQ_PROMPT = ("Choose the right option for the question using the context below.\\n <sentence> The pronoun "
                     "<pronoun> refers to\\n A.<optionA>\\n B.<optionB>\\n C.<optionC>\\n Answer: ")
 
+# The values each setting may take; `fairnb run` refuses any other before a kernel starts.
+ALLOWED = {
+    "seeds": Allowed("whole numbers", minimum=0), "limit": Allowed("whole", minimum=1, none=True),
+    "tasks": Allowed("some of", TASKS), "n_resamples": Allowed("whole", minimum=1), "seed": Allowed("whole", minimum=0),
+    "dataset": Allowed("path", ("sample",)), "format": Allowed("one of", ("auto", *FORMATS)), "chat": Allowed("flag"),
+}
+
+def scale_pairs(settings: Mapping[str, Any], factor: float) -> dict[str, Any]:
+    """`fairnb plan`'s settings for about ``factor`` times the minimal pairs: ``limit`` (pairs per type and seed)
+    scaled, at most the pairs of a type in the shipped sample when the run read it.
+
+    Examples:
+        >>> scale_pairs({"limit": 25, "split": "test"}, 2.0), scale_pairs({"limit": 25, "split": "test"}, 20.0)
+        ({'limit': 50}, {'limit': 160})
+    """
+    sample = settings.get("dataset", "sample") == "sample"
+    most = load_coref("sample", split=settings.get("split", "test")).groupby("type")["pair_id"].nunique().min() if sample else None
+    return scale_limit(settings, factor, most=None if most is None else int(most), units="minimal pairs")
+
+
 CHAPTER = Chapter(
     number=3,
     key="ucerf",
@@ -100,7 +120,15 @@ CHAPTER = Chapter(
                       "https://github.com/uclanlp/corefBias", "320 minimal pairs in the WinoBias format written for "
                       "fairnb (fairnb/ucerf/data/sample)", ("sample",)),),
     instances=Instances("U(x)", ("sentence_pro", "sentence_anti"), ("predicted_pro", "predicted_anti"), "referent"),
+    units="minimal pairs",
+    scale=scale_pairs,
     presets=PRESETS,
+    # tpr_difference: the case study's per-example |TPR_pro - TPR_anti| / 2 (the case-study table's column)
+    paper_metrics=("intrinsic_type1_ucerf", "intrinsic_type1_perplexity", "intrinsic_type2_accuracy", "tpr_difference"),
+    unprinted_models={"AmberSafe": "LLM360/AmberSafe", "Falcon-7B-Instruct": "tiiuae/falcon-7b-instruct",
+                      "Llama-3-8B-Instruct": "meta-llama/Meta-Llama-3-8B-Instruct"},
+    paper_work="3,168 WinoBias sentences (31,756 with SynthBias) x 5 seeds x 2 tasks: one forward pass each",
+    allowed=ALLOWED,
     paper_settings={
         "model": PaperSetting("ten LLMs, Pythia-1B to Llama-3-70B-Instruct", "Sec. 5.1",
                               "a model this machine runs"),
@@ -126,13 +154,21 @@ CHAPTER = Chapter(
                       "https://arxiv.org/abs/2505.23996"),
 )
 
-__all__ = ["evidence",
+
+def check_settings(settings: Mapping[str, Any]) -> dict:
+    """One sentence for a setting that cannot run (:attr:`CHAPTER.allowed <fairnb.contract.Chapter.allowed>`),
+    before any model call; returns ``settings``. ``fairnb run`` calls it before any kernel starts."""
+    CHAPTER.check_settings(settings)
+    return dict(settings)
+
+
+__all__ = ["example_results", "evidence", "check_settings", "ALLOWED",
     "CHAPTER", "PRESETS", "TASKS",
     "CorefPair", "coref_table", "intrinsic_prompts", "limit_pairs", "load_coref", "load_synthbias", "load_winobias",
-    "mcq_options", "mcq_prompts", "occupation_pair_counts", "splits_read", "toy_scenarios", "winobias_splits",
+    "mcq_options", "mcq_prompts", "splits_read", "toy_scenarios", "winobias_splits",
     "coref_decisions", "desirability", "equalized_odds", "equalized_odds_sum", "groupwise_ucerf", "tpr_difference",
     "normalized_certainty", "pair_metrics", "pair_ucerf", "perplexity", "rates_by_group", "ucerf",
     "pairs_per_seed", "score_coref", "score_seeds", "seed_pairs",
-    "case_study_tables", "display_summary", "headline_occupations", "letter_shares", "model_ranking", "occupation_table", "pair_table",
-    "per_seed_table", "rank_agreement", "results_table", "summary", "summary_table", "this_run", "toy_table",
+    "case_study_tables", "summary_grid", "headline_occupations", "letter_shares", "occupation_table", "pair_table",
+    "per_seed_table", "results_table", "summary", "summary_table", "this_run", "toy_table",
 ]

@@ -129,8 +129,9 @@ def _one_pro_one_anti(pair_id: pd.Series, stereotype: pd.Series) -> pd.Series:
 
 
 def winobias_occupations() -> pd.DataFrame:
-    """The 40 WinoBias occupations: ``occupation``, ``pct_female`` (BLS 2017), ``stereotype``."""
-    return pd.read_csv(shipped_file("ucerf", "winobias_occupations.tsv"), sep="\t", comment="#")
+    """The 40 WinoBias occupations: ``occupation``, ``pct_female`` (BLS 2017), ``stereotype`` (shared by the
+    chapters: :func:`fairnb.contract.shared_occupations`)."""
+    return pd.read_csv(shipped_file("", "winobias_occupations.tsv"), sep="\t", comment="#")
 
 
 @lru_cache(maxsize=1)
@@ -461,39 +462,42 @@ def load_coref(dataset: str = "sample", format: str = "auto", split: str | Seque
 
 
 def limit_pairs(pairs: pd.DataFrame, limit: int | None, seed: int = 0) -> pd.DataFrame:
-    """At most ``limit`` minimal pairs per type, drawn with ``seed`` (file order kept).
+    """At most ``limit`` minimal pairs per type, drawn with ``seed`` so that they name every occupation they can
+    (file order kept).
+
+    The pairs are taken in a random order; first each pair that names two occupations no pair taken yet
+    names, then each that names one, then the others, until ``limit``. With enough pairs (half as many as occupations) every
+    occupation of the type is named, so each has a score to compare with the other chapters'
+    (the comparison page's within-model agreement).
 
     Examples:
-        >>> table = pd.DataFrame({"pair_id": list("aabbcc"), "type": [1] * 6})
+        >>> table = pd.DataFrame({"pair_id": list("aabbcc"), "type": [1] * 6, "occupation_1": list("xxxxyy"),
+        ...                       "occupation_2": list("yyyyzz")})
         >>> limit_pairs(table, 2, seed=0)["pair_id"].nunique()
         2
+        >>> sorted(set(limit_pairs(table, 2, seed=0)[["occupation_1", "occupation_2"]].stack()))
+        ['x', 'y', 'z']
     """
     if limit is None:
         return pairs
     if limit < 1:
         raise ValueError(f"limit must be at least 1 (or None for all pairs), not {limit}.")
     rng = np.random.default_rng(seed)
-    keep: list[int] = []
+    keep: list = []
     for _, group in pairs.groupby("type", sort=True):
-        ids = group["pair_id"].unique()
-        keep.extend(rng.choice(ids, size=min(limit, len(ids)), replace=False))
+        named = group.drop_duplicates("pair_id").set_index("pair_id")[["occupation_1", "occupation_2"]]
+        order = rng.permutation(named.index.to_numpy())
+        covered: set = set()
+        first: list = []
+        for new in (2, 1):  # pairs that name two occupations no taken pair names, then those that name one
+            for pair in order:
+                occupations = set(named.loc[pair])
+                if pair not in first and len(occupations - covered) >= new:
+                    first.append(pair)
+                    covered |= occupations
+        rest = [pair for pair in order if pair not in set(first)]
+        keep.extend((first + rest)[:limit])
     return pairs[pairs["pair_id"].isin(keep)].reset_index(drop=True)
-
-
-def occupation_pair_counts(pairs: pd.DataFrame) -> pd.Series:
-    """Minimal pairs per unordered occupation pair, most frequent first (index: sorted tuples).
-
-    Examples:
-        >>> table = pd.DataFrame({"pair_id": ["a", "a", "b", "b"], "occupation_1": ["cook", "cook", "nurse", "nurse"],
-        ...                       "occupation_2": ["nurse", "nurse", "cook", "cook"]})
-        >>> occupation_pair_counts(table).to_dict()
-        {('cook', 'nurse'): 2}
-    """
-    couples = [tuple(sorted(c)) for c in zip(pairs["occupation_1"], pairs["occupation_2"])]
-    return pd.Series(couples, index=pairs.index).groupby(pairs["pair_id"]).first().value_counts()
-
-
-# --- prompts ---
 
 
 def intrinsic_prompts(pairs: pd.DataFrame, mask_token: str | None = None) -> list[str]:

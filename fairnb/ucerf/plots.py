@@ -1,16 +1,17 @@
-"""Chapter 3's figures (paper Figs. 3, 7, 8): one function per figure, returning the Axes/Figure."""
+"""Chapter 3's figures (paper Figs. 3, 7, 8): one function per figure, each taking ``title=`` and returning the Figure."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
+from matplotlib.figure import Figure
 
 from fairnb.plotting import finished, themed
 from fairnb.ucerf.tables import pair_table
 
 
 @themed
-def occupation_fairness(table: pd.DataFrame, title: str = ""):
+def occupation_fairness(table: pd.DataFrame, title: str = "") -> Figure:
     """Per-occupation UCerF and equalized-odds fairness 1 - EO (the paper's EO, 0-1), sorted by the share of women.
 
     ``table`` is :func:`fairnb.ucerf.tables.occupation_table` for one task and type. Both
@@ -31,7 +32,7 @@ def occupation_fairness(table: pd.DataFrame, title: str = ""):
 
 
 @themed
-def desirability_histograms(scored: pd.DataFrame, title: str = ""):
+def desirability_histograms(scored: pd.DataFrame, title: str = "") -> Figure:
     """UCerF paper Fig. 8: D of pro vs anti sentences and per-pair U(x), one row per task and type.
 
     ``scored`` is :func:`fairnb.ucerf.run.score_seeds`' output (every task it ran).
@@ -50,7 +51,7 @@ def desirability_histograms(scored: pd.DataFrame, title: str = ""):
 
 
 @themed
-def lsbp_scenarios(table: pd.DataFrame, title: str = "The paper's constructed cases on the desirability scale"):
+def lsbp_scenarios(table: pd.DataFrame, title: str = "The paper's constructed cases on the desirability scale") -> Figure:
     """Paper Figs. 2-3: each case's pro and anti sentence as pins on the LSBP scale D in [-1, 1].
 
     ``table`` is :func:`fairnb.ucerf.tables.toy_table`; each row is labelled with its U and EO.

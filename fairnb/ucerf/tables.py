@@ -1,7 +1,7 @@
 """Chapter 3's tables: minimal pairs side by side, the seed-averaged summary with bootstrap
-intervals (:mod:`fairnb.stats`), per-occupation scores, the paper's constructed cases, the
-model ranking under EO and UCerF (paper Fig. 6; drawn by the comparison page from the stored
-results, never by a chapter page), the tidy result rows and the page's findings.
+intervals (:mod:`fairnb.stats`), per-occupation scores, the paper's constructed cases, the tidy
+result rows and the page's findings. Ranking models under EO and UCerF (paper Fig. 6) needs other
+models' results: the comparison page does it for every chapter (:func:`fairnb.comparison.model_ranks`).
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pandas as pd
 
 from fairnb.contract import require_columns
 from fairnb.formatting import number
-from fairnb.stats import bootstrap_counts, spearman
+from fairnb.stats import bootstrap_counts
 from fairnb.ucerf import metrics as m
 from fairnb.ucerf.data import (
     INTRINSIC_TEMPLATE,
@@ -88,7 +88,7 @@ def summary_table(scored: pd.DataFrame, n_resamples: int = 1000, confidence: flo
     for (task, t), block in pair_table(scored).groupby(["task", "type"]):
         table = seed_mean_bootstrap(block, n_resamples, confidence, seed)
         rows.append(table.rename_axis("metric").reset_index().assign(task=task, type=int(t)))
-    columns = ["task", "type", "metric", "value", "ci_low", "ci_high", "seed_sd", "n_seeds", "n_pairs"]
+    columns = ["task", "type", "metric", "value", "ci_low", "ci_high", "se", "seed_sd", "n_seeds", "n_pairs"]
     return pd.concat(rows, ignore_index=True)[columns]
 
 
@@ -199,10 +199,11 @@ def _summary_value(summary: pd.DataFrame, task: str, t: int, metric: str, column
 
 
 def results_table(summary: pd.DataFrame, occupations: pd.DataFrame) -> pd.DataFrame:
-    """Tidy rows for :func:`fairnb.results.write_results`.
+    """Tidy rows for :func:`fairnb.page.finish`.
 
     - headline: ``ucerf`` and ``equalized_odds`` of the intrinsic task on type-2 pairs, means
-      over seeds (the paper's main setting, Sec. 5.3);
+      over seeds (the paper's main setting, Sec. 5.3), with the bootstrap's standard error ``se`` and
+      ``n``, the minimal pairs it resamples;
     - group, per setting (``group`` = ``<task>/type<t>``): every metric as ``<task>_type<t>_<metric>``;
     - group, per occupation (``group`` = the occupation) of the headline setting: ``ucerf``
       (one row per occupation, the score the comparison page correlates across chapters) and
@@ -215,7 +216,7 @@ def results_table(summary: pd.DataFrame, occupations: pd.DataFrame) -> pd.DataFr
         head = summary[(summary["task"] == HEADLINE_TASK) & (summary["type"] == HEADLINE_TYPE)
                        & (summary["metric"] == name)]
         rows.append(head.assign(item=f"{HEADLINE_TASK}/type{HEADLINE_TYPE}", level="headline",
-                                group=f"{HEADLINE_TASK}/type{HEADLINE_TYPE}"))
+                                group=f"{HEADLINE_TASK}/type{HEADLINE_TYPE}", n=head["n_pairs"]))
     settings = summary.assign(group=summary["task"] + "/type" + summary["type"].astype(str), level="group")
     settings["item"] = settings["group"]
     settings["metric"] = settings["task"] + "_type" + settings["type"].astype(str) + "_" + settings["metric"]
@@ -228,45 +229,9 @@ def results_table(summary: pd.DataFrame, occupations: pd.DataFrame) -> pd.DataFr
                                       "value": part[column].to_numpy(), "level": "group",
                                       "group": part["occupation"].to_numpy(), "n_pairs": part["n_pairs"].to_numpy(),
                                       "task": task, "type": HEADLINE_TYPE}))
-    columns = ["item", "metric", "value", "level", "ci_low", "ci_high", "group", "seed_sd", "n_seeds", "n_pairs",
-               "task", "type"]
+    columns = ["item", "metric", "value", "level", "ci_low", "ci_high", "se", "n", "group", "seed_sd", "n_seeds",
+               "n_pairs", "task", "type"]
     return pd.concat(rows, ignore_index=True).reindex(columns=columns)
-
-
-def model_ranking(results: pd.DataFrame, current: pd.DataFrame | None = None, model: str | None = None
-                  ) -> pd.DataFrame:
-    """Models ranked by UCerF (higher is fairer) and by EO (lower is fairer), as in the paper's Fig. 6.
-
-    ``results`` are result rows of any chapters and models (:func:`fairnb.results.read_results`);
-    ``current`` (this run's :func:`results_table`) replaces the stored rows of ``model``.
-    Also shows the intrinsic type-2 accuracy. Rank 1 = fairest (most accurate).
-    """
-    rows = results[(results.get("chapter") == "ucerf")] if len(results) else results
-    if current is not None:
-        rows = pd.concat([rows[rows["model"] != model], current.assign(model=model, chapter="ucerf")],
-                         ignore_index=True)
-    wanted = {"ucerf": "ucerf", "equalized_odds": "equalized_odds",
-              f"{HEADLINE_TASK}_type{HEADLINE_TYPE}_accuracy": "accuracy"}
-    rows = rows[rows["metric"].isin(list(wanted)) & rows["level"].isin(["headline", "group"])]
-    rows = rows[(rows["level"] == "headline") | (rows["metric"] == f"{HEADLINE_TASK}_type{HEADLINE_TYPE}_accuracy")]
-    table = rows.pivot_table(index="model", columns="metric", values="value", aggfunc="first").rename(columns=wanted)
-    table = table.reindex(columns=["ucerf", "equalized_odds", "accuracy"])
-    table["rank UCerF"] = table["ucerf"].rank(ascending=False, method="min")
-    table["rank EO"] = table["equalized_odds"].rank(ascending=True, method="min")
-    table["rank accuracy"] = table["accuracy"].rank(ascending=False, method="min")
-    return table.sort_values("rank UCerF")
-
-
-def rank_agreement(ranking: pd.DataFrame) -> float:
-    """Spearman's rho between the UCerF and EO rankings (NaN with fewer than three models).
-
-    Examples:
-        >>> rank_agreement(pd.DataFrame({"rank UCerF": [1, 2, 3], "rank EO": [1, 3, 2]}))
-        0.5
-    """
-    if len(ranking) < 3:
-        return float("nan")
-    return spearman(ranking["rank UCerF"], ranking["rank EO"])[0]
 
 
 def this_run(settings: dict, model: str, dataset: str = "sample") -> dict:
@@ -334,7 +299,7 @@ def summary(model: str, summary_rows: pd.DataFrame, occupations: pd.DataFrame, s
     return "\n\n".join(lines)
 
 
-def display_summary(summary_rows: pd.DataFrame, metrics: Sequence[str] = METRICS) -> pd.DataFrame:
+def summary_grid(summary_rows: pd.DataFrame, metrics: Sequence[str] = METRICS) -> pd.DataFrame:
     """The summary as a readable grid: one row per task and type, one ``value [low, high]`` cell per metric.
 
     Accuracy and EO are blanked for type 1, which has no right answer (the result file keeps them).
@@ -375,3 +340,14 @@ def evidence(scored: pd.DataFrame, task: str = "intrinsic", pair_type: int = 2) 
              "predicted_pro", "perplexity_pro", "desirability_pro", "sentence_anti", "predicted_anti", "perplexity_anti",
              "desirability_anti", "U(x)"]
     return pairs[shown].sort_values("rank", ignore_index=True)
+
+
+def example_results() -> pd.DataFrame:
+    """The rows :func:`results_table` writes for a small made-up run: what a results file of this chapter
+    holds, and the input of the checks every chapter passes (tests/test_common_chapters.py)."""
+    summary_rows = pd.DataFrame([{"task": task, "type": t, "metric": metric, "value": 0.5, "ci_low": 0.4, "ci_high": 0.6,
+                                  "seed_sd": 0.0, "n_seeds": 2, "n_pairs": 4}
+                                 for task in ("intrinsic", "mcq") for t in (1, 2) for metric in METRICS])
+    occupations = pd.DataFrame({"task": ["intrinsic", "mcq"], "type": 2, "occupation": "nurse", "ucerf": [0.5, 0.6],
+                                "equalized_odds": [0.1, 0.2], "n_pairs": 4})
+    return results_table(summary_rows, occupations)
