@@ -40,6 +40,7 @@ from transformers import (
 )
 
 from fairnb.models import tuning
+from fairnb.models.attention import share_kv_heads
 from fairnb.models.batching import auto_batch_size
 from fairnb.models.cache import DiskCache, atomic_folder, cache_dir, cache_key, file_sha256
 from fairnb.models.gguf import follow_tokenizer_metadata, one_parse_per_file, tokenizer_metadata
@@ -347,6 +348,7 @@ def _load_transformers(name: str, resolved: Resolved, device: str, dtype: torch.
     loader = {"causal": AutoModelForCausalLM, "masked": AutoModelForMaskedLM,
               "seq2seq": AutoModelForSeq2SeqLM}[kind]
     model: PreTrainedModel = loader.from_pretrained(resolved.source, dtype=dtype).to(device).eval()
+    share_kv_heads(model, device)
     tokenizer = AutoTokenizer.from_pretrained(resolved.source, **_regex_check(config))
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:

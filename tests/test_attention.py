@@ -1,0 +1,73 @@
+"""Grouped-query attention with shared key/value heads gives transformers' sdpa numbers bit for bit."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fairnb.models import generation
+from fairnb.models.attention import SHARED_KV_SDPA, share_kv_heads
+from fairnb.models.batching import left_pad, position_ids
+from tests.test_generation import PAD, ROWS, TOP_K, fake_lm, tiny_causal
+
+
+def logits_and_steps(model, ids: torch.Tensor, mask: torch.Tensor, steps: int = 3) -> list[torch.Tensor]:
+    """The logits of a left-padded batch, then of ``steps`` greedy decoding steps on its key/value cache."""
+    cache = generation._cache(fake_lm(model, -1), None)
+    out = [model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask), past_key_values=cache,
+                 use_cache=True).logits]
+    for _ in range(steps):
+        token = out[-1][:, -1:].argmax(-1)
+        mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
+        out.append(model(input_ids=token, attention_mask=mask, position_ids=position_ids(mask)[:, -1:],
+                         past_key_values=cache, use_cache=True).logits)
+    return out
+
+
+@pytest.mark.parametrize("kind", ["llama", "gemma3"])
+def test_shared_heads_give_the_copied_heads_numbers_bit_for_bit(kind):
+    """Padding, a sliding window (Gemma-3) and cached decoding steps: every logit equal, and the sampled tokens."""
+    model = tiny_causal(kind)
+    assert model.config._attn_implementation == "sdpa"
+    ids, mask = left_pad(ROWS, PAD)
+    with torch.inference_mode():
+        copied = logits_and_steps(model, ids, mask)
+        lm = fake_lm(model, eos=-1)
+        tokens = generation._decode(lm, dict(input_ids=ids), mask, generation._cache(lm, None),
+                                    TOP_K.processors(range(len(ROWS)), "cpu"), 8)
+        assert share_kv_heads(model, "cpu")
+        assert model.config._attn_implementation == SHARED_KV_SDPA
+        shared = logits_and_steps(model, ids, mask)
+        again = generation._decode(lm, dict(input_ids=ids), mask, generation._cache(lm, None),
+                                   TOP_K.processors(range(len(ROWS)), "cpu"), 8)
+    assert all(torch.equal(a, b) for a, b in zip(copied, shared))
+    assert torch.equal(tokens, again)
+
+
+def test_only_grouped_heads_on_a_cpu_are_switched():
+    """GPT-2 has one key/value head per query head; another device keeps transformers' choice."""
+    gpt2 = tiny_causal("gpt2")
+    assert not share_kv_heads(gpt2, "cpu")
+    llama = tiny_causal("llama")
+    assert not share_kv_heads(llama, "cuda") and llama.config._attn_implementation == "sdpa"
+    assert share_kv_heads(llama, "cpu")
+
+
+def test_a_loaded_grouped_model_on_a_cpu_shares_its_heads(tmp_path, tiny_gpt2_path):
+    """load_model switches a local Llama-type model (the embedded SmolLM2's architecture) and keeps its outputs."""
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from fairnb import load_model
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_gpt2_path)
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
+                                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)).eval()
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    lm = load_model(str(tmp_path), device="cpu", use_cache=False)
+    assert lm.model.config._attn_implementation == SHARED_KV_SDPA
+    prompts = ["The nurse said that", "My friend likes the color"]
+    ids, mask = left_pad(tokenizer(prompts).input_ids, tokenizer.pad_token_id or 0)
+    with torch.inference_mode():
+        assert torch.equal(lm.model(input_ids=ids, attention_mask=mask).logits,
+                           model(input_ids=ids, attention_mask=mask).logits)
