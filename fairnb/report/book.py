@@ -94,8 +94,11 @@ def page_status(page: Path, results: Path) -> str:
     record_name = page_stamp(page).get("record")
     if not isinstance(record_name, str):
         return "not current"
-    run = (read_record(results / record_name) or {}).get("run")
+    record = read_record(results / record_name) or {}
+    run = record.get("run")
     if not isinstance(run, dict) or run.get("status") != "done" or recorded_page(run, results / record_name) != page.resolve():
+        return "not current"
+    if "unit" in run and run["unit"] != record.get("unit"):  # outputs written after the run that wrote this page
         return "not current"
     return "" if file_digest(page) == (run.get("page") or {}).get("sha256") else "not current"
 
