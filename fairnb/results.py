@@ -12,10 +12,14 @@ go to ``<model-slug>/evidence/`` under the same file name, out of the results' w
 its evidence and its settings, and last the run record ``<model-slug>/<chapter>[.<preset>].run.json``
 that names the two files with their SHA-256 and holds the settings. The runner adds to the same record
 what it knows of the run (parameters, notebook, model, code, the executed page and its SHA-256, or
-why the run failed): one record per page. :func:`load_results` and :func:`read_page_outputs` refuse,
-in one sentence, a results file that its record does not vouch for: no record (an older fairnb), a
-file that is not the one the record names (a run stopped while it wrote), or a record whose latest
-run failed; so a number that belongs to another run is never read as this one's.
+why the run failed): one record per page. While the runner runs a page it holds the page's lock
+(:func:`page_lock`) and its record says ``running``; once the page is done the record names the unit it
+confirmed. :func:`load_results` and :func:`read_page_outputs` refuse, in one sentence, a results file
+that its record does not vouch for (:func:`unit_problem`): no record (an older fairnb), a file that is
+not the one the record names (a run stopped while it wrote), a record whose latest run failed, a page
+a run is writing now or whose run stopped before it finished, or files written after the run the
+record confirmed; so a number that belongs to another run, or to no finished run, is never read as
+this one's.
 
 Each row has a ``level``: ``headline`` (one number per model and run, declared in the
 chapter's ``CHAPTER``), ``group`` (per occupation / dimension / target / strategy, the group
@@ -23,6 +27,7 @@ in a column) or ``item``. The comparison page reads headline rows only.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -30,7 +35,8 @@ import tempfile
 import time
 import uuid
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -229,8 +235,9 @@ def write_page_outputs(model: str, chapter: Chapter, preset: str = "quick", *, r
 
     Both files are staged as temporaries first, then renamed into place, then the record
     ``<model-slug>/<key>[.<preset>].run.json`` is written (atomically) with each file's SHA-256 and a new
-    ``unit`` id. A process killed anywhere in between leaves files that the old record does not name,
-    which :func:`read_page_outputs`, :func:`load_results` and the runner refuse. Returns the unit written.
+    ``unit`` id; the runner's part of the record (``run``) is kept, so the unit counts as a finished run's only
+    once the runner confirms it. A process killed anywhere in between leaves files that the old record does not
+    name, which :func:`read_page_outputs`, :func:`load_results` and the runner refuse. Returns the unit written.
     """
     parts = {"results": results_rows(results, model, chapter, preset),
              "evidence": None if evidence is None else evidence_rows(evidence, model, chapter, preset)}
@@ -252,9 +259,12 @@ def write_page_outputs(model: str, chapter: Chapter, preset: str = "quick", *, r
             tmp.unlink(missing_ok=True)
     if parts["evidence"] is None:
         targets["evidence"].unlink(missing_ok=True)
+    record_path = record_file(model, chapter, preset, results_dir)
+    run = (read_record(record_path) or {}).get("run")  # the runner's part: the run writing this unit, or an earlier one
     record = {"format": RECORD_FORMAT, "model": model, "chapter": chapter.key, "preset": preset,
-              "unit": uuid.uuid4().hex, "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "files": files, "settings": kept}
-    atomic_write_text(record_file(model, chapter, preset, results_dir), json.dumps(record, indent=1))
+              "unit": uuid.uuid4().hex, "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "files": files, "settings": kept,
+              **({"run": run} if isinstance(run, dict) else {})}
+    atomic_write_text(record_path, json.dumps(record, indent=1))
     return _outputs(record, folder)
 
 
@@ -280,21 +290,45 @@ def write_record(path: str | Path, record: Mapping[str, Any]) -> None:
     atomic_write_text(path, json.dumps(dict(record), indent=1, default=str))
 
 
-def unit_problem(record: Mapping[str, Any] | None, folder: str | Path, what: str = "") -> str:
-    """Why the files of a page's unit in ``folder`` do not belong to ``record`` ("" when they do).
+def unit_problem(record: Mapping[str, Any] | None, record_path: str | Path, what: str = "") -> str:
+    """Why a page's unit, as its record at ``record_path`` names it, is not a finished run's ("" when it is).
 
-    Checks that the record exists, that its latest run did not fail, and that every file it names is
-    there with the SHA-256 it names. ``what`` names the unit in the sentence (default: from the record).
+    The record must exist; its latest run (where the runner ran the page) must have finished, not failed,
+    not be running now (:func:`being_written`) or have stopped before it finished, and must have confirmed
+    these files (a unit written after it, by a page run by hand or one that stopped, is not its); and every
+    file the record names must be there with the SHA-256 it names (:func:`files_problem`). ``what`` names
+    the unit in the sentence (default: from the record).
     """
+    if record is None:
+        return files_problem(record, Path(record_path).parent, what)
+    what = what or _unit_name(record)
+    part = record.get("run")
+    run: Mapping[str, Any] = part if isinstance(part, dict) else {}
+    status = run.get("status")
+    if status == "failed":
+        return f"{what}: the latest run failed ({run.get('reason') or 'no reason given'}); its earlier results are left out."
+    if status == "running":
+        return (f"{what}: a run is writing this page now; its results are left out until it finishes." if
+                being_written(record_path) else
+                f"{what}: its last run stopped before it finished (killed, or its machine went down); rerun the chapter.")
+    if status == "done" and "unit" in run and run["unit"] != record.get("unit"):
+        return (f"{what}: the files were written after its last run finished, by a page that no run finished (run "
+                "by hand, or stopped); rerun the chapter.")
+    return files_problem(record, Path(record_path).parent, what)
+
+
+def _unit_name(record: Mapping[str, Any]) -> str:
+    return (f"The results of {record.get('chapter')} on {model_label(str(record.get('model', '?')))} "
+            f"({record.get('preset', 'quick')})")
+
+
+def files_problem(record: Mapping[str, Any] | None, folder: str | Path, what: str = "") -> str:
+    """Why the files in ``folder`` are not the ones ``record`` names ("" when each is there with its SHA-256)."""
     folder = Path(folder)
     if record is None:
         return (f"{what or 'The results'}: no run record vouches for it (an older fairnb wrote it, or its run stopped "
                 "before it finished); rerun the chapter.")
-    what = what or (f"The results of {record.get('chapter')} on {model_label(str(record.get('model', '?')))} "
-                    f"({record.get('preset', 'quick')})")
-    run = record.get("run")
-    if isinstance(run, dict) and run.get("status") == "failed":
-        return f"{what}: the latest run failed ({run.get('reason') or 'no reason given'}); its earlier results are left out."
+    what = what or _unit_name(record)
     files = record.get("files")
     if not isinstance(files, dict) or "results" not in files:
         return f"{what}: the run record names no results file; rerun the chapter."
@@ -308,13 +342,59 @@ def unit_problem(record: Mapping[str, Any] | None, folder: str | Path, what: str
     return ""
 
 
+def _lock_path(record_path: str | Path) -> Path:
+    return Path(record_path).with_name(Path(record_path).name + ".lock")
+
+
+@contextmanager
+def page_lock(record_path: str | Path, wait_s: float = 1.0) -> Iterator[bool]:
+    """Hold the page's lock (``<record>.lock``, an advisory ``flock``) while the body runs; yields False, holding
+    nothing, when another run holds it: two runs into one results folder never write one page at once.
+
+    A reader (:func:`being_written`) holds the lock shared for an instant; the lock is tried again for
+    ``wait_s`` seconds before the page counts as another run's.
+    """
+    path = _lock_path(record_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    yield False
+                    return
+                time.sleep(0.02)
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def being_written(record_path: str | Path) -> bool:
+    """Whether a run holds the page's lock now (:func:`page_lock`): it is writing the page's outputs."""
+    try:
+        handle = open(_lock_path(record_path), "rb")
+    except OSError:
+        return False
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return False
+
+
 def read_page_outputs(model: str, chapter: Chapter, preset: str = "quick",
                       results_dir: str | Path | None = None) -> PageOutputs:
     """A page's unit as its record names it, checked (:func:`unit_problem`); one sentence when it does not hold."""
     path = record_file(model, chapter, preset, results_dir)
     record = read_record(path)
     what = f"The results of {chapter.key} on {model_label(model)} ({preset})"
-    problem = unit_problem(record, path.parent, what)
+    problem = unit_problem(record, path, what)
     if problem:
         raise ValueError(problem)
     assert record is not None
@@ -375,7 +455,8 @@ def load_results(root: str | Path | None = None) -> tuple[pd.DataFrame, list[str
         except ValueError as error:
             problems.append(str(error))
             continue
-        problem = unit_problem(read_record(_record_beside(path)), path.parent, f"The results file {path}")
+        record_path = _record_beside(path)
+        problem = unit_problem(read_record(record_path), record_path, f"The results file {path}")
         if problem:
             problems.append(problem)
         elif len(frame):

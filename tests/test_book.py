@@ -17,7 +17,9 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 import threading
+import time
 from contextlib import contextmanager
 from html import unescape
 from pathlib import Path
@@ -343,3 +345,92 @@ def test_the_reproduction_page_reads_at_a_glance_at_1280_px(built_book, rendered
         assert all(seen[column] for column in ("paper", "this run [interval]", "status")), seen
     page = visible_text(rendered["reproduction"])
     assert page.index("reproduction-summary") < page.index('id="each-paper')  # the summary leads
+
+
+def book_copy(built_book, folder: Path) -> Path:
+    """A copy of the built book's folder (sources, runs, the published book, jupyter-book's staging) to change."""
+    shutil.copytree(built_book["root"], folder, symlinks=True)
+    return folder
+
+
+def digests(folder: Path) -> dict[str, str]:
+    """Every file under ``folder`` (relative name) -> its SHA-256: the published book, byte for byte."""
+    from fairnb.results import file_digest
+
+    return {p.relative_to(folder).as_posix(): file_digest(p) for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_run_that_writes_while_the_book_builds_leaves_the_earlier_book_published(built_book, tmp_path, monkeypatch,
+                                                                                   capsys):
+    """Issue 39.10, `fairnb book` while a run writes: a run writes a page's unit after the book has read what its intro,
+    comparison and table of contents show, before jupyter-book reads the pages. Such a book mixes two runs, so it is not
+    published: the earlier book stays byte for byte, and one sentence says why (by default the book is built again;
+    here it may try once)."""
+    from fairnb.results import write_page_outputs
+
+    root = book_copy(built_book, tmp_path / "book")
+    runs, html = root / "runs", root / "_build" / "html"
+    published = digests(html)
+    monkeypatch.setattr(book, "BUILD_ATTEMPTS", 1)
+    start = time.time()
+
+    def a_run_writes() -> None:  # once the book has written its table of contents
+        while not [p for p in (root / "_build").rglob("_toc.generated.yml") if p.stat().st_mtime > start]:
+            time.sleep(0.02)
+        rows = pd.DataFrame({"item": "all", "metric": ["R", "R_b", "R_v"], "value": [0.9, 0.5, 0.4], "level": "headline"})
+        write_page_outputs("default", fairnb.chapter("bvf"), results=rows, evidence=rows, results_dir=runs / "results")
+
+    writer = threading.Thread(target=a_run_writes, daemon=True)
+    writer.start()
+    assert book.build_book(runs, root, results=runs / "results") == 1
+    writer.join(timeout=1)
+    assert digests(html) == published
+    changed = (runs / "results" / "default" / "bvf.parquet").relative_to(root)
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"fairnb book: a run changed 3 of the book's files while it was built ({changed} among them); the earlier book "
+        f"in {html} is kept: build it again once the run has finished.")
+
+
+def test_a_full_disk_during_the_book_is_one_sentence_and_the_earlier_book_stays(built_book, tmp_path):
+    """Issue 39.10, a full disk during `fairnb book`: the book's folder on a small file system, after a page run by
+    hand wrote a unit the earlier book does not show (the book leaves it out, saying so). With no space left the book
+    fails on its first page (in the comparison page's kernel); with 2 MB left, inside jupyter-book. Each time it ends
+    with one sentence and exit status 1, the earlier book is there byte for byte and so is the comparison page it was
+    built from, and no temporary is left beside the pages.
+
+    The disk is a real tmpfs mounted in a user namespace, so every process (this one, the kernels, jupyter-book) gets
+    the kernel's own ENOSPC wherever it writes. RLIMIT_FSIZE would give EFBIG, not a full disk, and a patched
+    os.replace or write would not reach the kernels and jupyter-book, which are other processes."""
+    from fairnb.results import write_page_outputs
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    namespace = ["unshare", "--user", "--map-root-user", "--mount"]
+    probe = subprocess.run([*namespace, "mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], capture_output=True)
+    if probe.returncode:
+        pytest.skip(f"no small file system can be mounted here ({probe.stderr.decode().strip()[:80]})")
+    source = book_copy(built_book, tmp_path / "book")
+    rows = pd.DataFrame({"item": "all", "metric": ["R", "R_b", "R_v"], "value": [0.9, 0.5, 0.4], "level": "headline"})
+    write_page_outputs("default", fairnb.chapter("bvf"), results=rows, evidence=rows, results_dir=source / "runs" / "results")
+    root, free = disk / "book", {"no space": 0, "2 MB": 2_000_000}
+    hashes = f"(cd {root}/_build/html && find . -type f -print0 | sort -z | xargs -0 sha256sum)"
+    build = (f"{sys.executable} -c \"import sys; from fairnb.report import book; "
+             f"sys.exit(book.build_book('{root}/runs', '{root}', results='{root}/runs/results'))\"")
+    script = [f"set -e; mount -t tmpfs -o size=256m tmpfs {disk}; cp -a {source} {root}; {hashes} > {tmp_path}/before"]
+    for case, left in enumerate(free.values()):
+        script += [f"fallocate -l $(( $(df --output=avail -B1 {disk} | tail -1) - {left} )) {disk}/filler",
+                   f"set +e; {build} > {tmp_path}/out{case} 2> {tmp_path}/err{case}; echo $? > {tmp_path}/code{case}; set -e",
+                   f"{hashes} > {tmp_path}/after{case}; find {root}/runs -name '.*.tmp' > {tmp_path}/temporaries{case}",
+                   f"ls {root}/runs/comparison.ipynb > {tmp_path}/comparison{case}; rm {disk}/filler"]
+    done = subprocess.run([*namespace, "bash", "-c", "\n".join(script)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    for case, name in enumerate(free):
+        assert (tmp_path / f"code{case}").read_text() == "1\n", name
+        assert (tmp_path / f"err{case}").read_text().splitlines() == [
+            f"fairnb book: The results file {root}/runs/results/default/bvf.parquet: the files were written after its "
+            "last run finished, by a page that no run finished (run by hand, or stopped); rerun the chapter.",
+            f"fairnb book: the disk is full (No space left on device): the book was not built, and the earlier book in "
+            f"{root}/_build/html is as it was; free some space and run it again."], name
+        assert (tmp_path / f"after{case}").read_text() == (tmp_path / "before").read_text() != "", name
+        assert ("Building the book with jupyter-book" in (tmp_path / f"out{case}").read_text()) == (name == "2 MB")
+        assert (tmp_path / f"temporaries{case}").read_text() == "" and (tmp_path / f"comparison{case}").read_text(), name

@@ -3,8 +3,8 @@
 The pages here are one small stand-in chapter, ``01_unit``, registered as chapter 1 ``unitdemo``: it reads a
 ``SCALE`` from ``fairnb/numerics.py`` (a module of a copy of fairnb that the kernels import, through
 ``PYTHONPATH``), writes its outputs as one unit (:func:`fairnb.results.write_page_outputs`: ``limit`` item rows,
-a headline ``SCALE * limit``, ``limit`` evidence rows) and can fail (``fail_on``), wait (``sleep_s``) or edit a
-file of the copy while it runs (``edit``).
+a headline ``SCALE * limit``, ``limit`` evidence rows) and can fail (``fail_on``), wait (``sleep_s``), edit a
+file of the copy while it runs (``edit``) or go on for a while after writing its outputs (``hold_s``).
 """
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ UNIT = Chapter(1, "unitdemo", "Unit demo", "01_unit.ipynb", (Headline("x", "x", 
 PAGE = [
     new_code_cell('model = "none"  # model name\nlimit = 2  # items\nfail_on = ""  # model name ending that fails\n'
                   'sleep_s = 0.0  # seconds to wait\nedit = ""  # a file to change while the page runs\n'
+                  'hold_s = 0.0  # seconds the page goes on after writing its outputs\n'
                   'results_dir = None  # the results folder', metadata={"tags": ["parameters"]}),
     new_markdown_cell("# Unit demo"),
     new_code_cell(textwrap.dedent("""\
@@ -54,6 +55,7 @@ PAGE = [
         if edit:
             with open(edit, 'a') as handle:
                 handle.write('# edited while the page ran\\n')
+        time.sleep(hold_s)
         print('scale', SCALE)""")),
 ]
 FAKE_RUN = '''import sys
@@ -242,6 +244,44 @@ def test_a_killed_rerun_never_leaves_a_mixed_set_up_to_date(unit):
     assert json.loads(record_file(tiny_a, UNIT, root=unit["results"]).read_text())["run"]["parameters"]["limit"] == 2
 
 
+def test_a_page_that_a_run_is_writing_is_left_out_until_the_run_finishes_it(unit):
+    """Issue 39.10, `fairnb book` while a run writes: a rerun (limit 3) has written its page's outputs and is still
+    running the page. Its results belong to no finished run, so what the book reads (the intro, the comparison page's
+    table) leaves them out, saying a run is writing the page, and shows the earlier page as not current; the run
+    killed there, they stay out (its run stopped) until a run finishes the page."""
+    tiny_a = unit["models"][0]
+    assert run(unit, models=[tiny_a])["status"].tolist() == ["done"]
+    record = record_file(tiny_a, UNIT, root=unit["results"])
+    first_unit = json.loads(record.read_text())["unit"]
+    command = [sys.executable, str(unit["root"] / "fake_run.py"), "run", "--models", tiny_a, "--chapters", "1", "--out",
+               str(unit["out"]), "--results", str(unit["results"]), "--notebooks", str(unit["notebooks"]), "--limit", "3",
+               "--param", "hold_s=120"]
+    process = subprocess.Popen(command, cwd=unit["root"], env={**os.environ, "PYTHONPATH": str(unit["root"])},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    shown = unit["results"] / model_slug(tiny_a) / "unitdemo.parquet"
+    try:
+        deadline = time.monotonic() + 120
+        while json.loads(record.read_text()).get("unit") == first_unit and time.monotonic() < deadline:
+            time.sleep(0.05)  # until the rerun's outputs are written
+        assert len(pd.read_parquet(shown)) == 4, "the rerun never wrote its outputs"
+        table, problems = load_results(unit["results"])
+        assert table.empty and problems == [f"The results file {shown}: a run is writing this page now; its results "
+                                            "are left out until it finishes."]
+        sections = book.book_toc(unit["out"], unit["out"].parent, unit["results"])["parts"][0]["chapters"][0]["sections"]
+        assert [s["title"] for s in sections] == ["tiny-a (not current)"]
+        assert "a run is writing this page now" in (unit["out"] / "intro.md").read_text()
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    table, problems = load_results(unit["results"])
+    assert table.empty and problems == [f"The results file {shown}: its last run stopped before it finished (killed, or "
+                                        "its machine went down); rerun the chapter."]
+    time.sleep(2)  # the orphaned kernel notices its parent is gone and ends
+    again = run(unit, models=[tiny_a])
+    assert again[["status", "reason"]].values.tolist() == [["done", "rerun: the last run did not finish"]]
+    assert headline(unit, tiny_a) == 2.0
+
+
 def test_ctrl_c_stops_the_run_promptly_and_keeps_what_finished(unit):
     """Issue 39.6: SIGINT to the run's process group while a page sleeps: the run ends within seconds, the kernels
     with it, the summary says interrupted, the exit status is 130; the next run resumes, redoing nothing finished."""
@@ -273,7 +313,7 @@ def test_ctrl_c_stops_the_run_promptly_and_keeps_what_finished(unit):
 
 def test_two_runs_never_write_one_page_at_once(unit):
     """Issue 39.10: a second run into the same results folder skips a page another run is writing (its lock)."""
-    from fairnb.report.execution import page_lock
+    from fairnb.results import page_lock
 
     pair = pairs(unit)[0]
     with page_lock(record_file(pair.model, UNIT, root=unit["results"])) as held:

@@ -14,6 +14,7 @@ record does not vouch for (another run's page, or one whose run stopped before i
 """
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import subprocess
@@ -32,7 +33,7 @@ from fairnb.report import cards, eee
 from fairnb.report.execution import execute_notebook, failed_path, failure_reason
 from fairnb.report.identity import page_stamp, recorded_page
 from fairnb.report.planning import GETTING_STARTED, REPO_ROOT, book_pages
-from fairnb.results import file_digest, load_results, read_record, results_root
+from fairnb.results import RECORD_SUFFIX, file_digest, load_results, read_record, results_root
 
 COMPARISON_NOTEBOOK = REPO_ROOT / "book" / "comparison.ipynb"
 RECORDS_FOLDER = "eee"  # <runs>/eee: the Every Eval Ever records of every run, laid out as EEE's datastore
@@ -74,6 +75,8 @@ def write_records_and_cards(runs: str | Path, results: str | Path | None = None)
                 print(f"fairnb book: {item.problem}", file=sys.stderr)
         return cards.write_cards(runs, finished, exported, runs / RECORDS_FOLDER)
     except (OSError, ValueError) as error:
+        if disk_full(error):  # not a problem of the cards: the book is not built (build_book)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)) from error
         print(f"fairnb book: the Every Eval Ever records and eval cards could not be written ({error}); the book is "
               "built without the cards.", file=sys.stderr)
         shutil.rmtree(runs / cards.CARDS_FOLDER, ignore_errors=True)
@@ -94,8 +97,11 @@ def page_status(page: Path, results: Path) -> str:
     record_name = page_stamp(page).get("record")
     if not isinstance(record_name, str):
         return "not current"
-    run = (read_record(results / record_name) or {}).get("run")
+    record = read_record(results / record_name) or {}
+    run = record.get("run")
     if not isinstance(run, dict) or run.get("status") != "done" or recorded_page(run, results / record_name) != page.resolve():
+        return "not current"
+    if "unit" in run and run["unit"] != record.get("unit"):  # outputs written after the run that wrote this page
         return "not current"
     return "" if file_digest(page) == (run.get("page") or {}).get("sha256") else "not current"
 
@@ -274,18 +280,104 @@ def _card_order(card: Path) -> tuple[bool, str]:
     return card.stem != "default", card.stem
 
 
+BUILD_ATTEMPTS = 3  # builds tried while a run keeps changing what the book shows
+STAGING = Path("_build") / ".next"  # under the book root: where jupyter-book builds before the book is published
+FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
+
+
+def disk_full(error: BaseException | str) -> bool:
+    """Whether an error, or what a program that failed said (a kernel's traceback, jupyter-book's output), is a full
+    disk (ENOSPC or EDQUOT).
+
+    Examples:
+        >>> disk_full(OSError(errno.ENOSPC, "No space left on device")), disk_full("OSError: [Errno 28] No space left on device")
+        (True, True)
+        >>> disk_full(ValueError("bad value"))
+        False
+    """
+    if isinstance(error, OSError) and error.errno in FULL_DISK:
+        return True
+    return any(os.strerror(code) in str(error) for code in FULL_DISK)
+
+
+def book_state(runs: str | Path, results: str | Path | None = None) -> dict[str, tuple[int, int, int]]:
+    """What the book is built from, as the files' identities: every executed page under ``runs`` and every file of
+    the results folder (results, evidence, run records), each with its inode, size and modification time. A run
+    replaces each of them by a rename, so any page or unit a run wrote since changes this."""
+    runs, folder = Path(runs), results_root(results, runs=runs)
+    files = [*runs.glob("*/*.ipynb"), *folder.glob("*/*.parquet"), *folder.glob(f"*/*{RECORD_SUFFIX}"),
+             *folder.glob("*/evidence/*.parquet")]
+    state = {}
+    for path in files:
+        if not path.name.startswith("."):  # temporaries
+            try:
+                stat = path.stat()
+            except FileNotFoundError:  # removed since it was listed
+                continue
+            state[str(path)] = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    return state
+
+
 def build_book(runs: str | Path, book_root: str | Path = REPO_ROOT, results: str | Path | None = None,
                build: bool = True, timeout: int | None = None, imported: Sequence[str | Path] = ()) -> int:
     """Write every run's Every Eval Ever record and the eval cards, execute the comparison and reproduction pages
-    (the comparison page with the ``imported`` records of other evaluations), write ``_build/_toc.generated.yml``
-    and run ``jupyter-book build``.
+    (the comparison page with the ``imported`` records of other evaluations), write the table of contents and run
+    ``jupyter-book build``.
 
     A results file that cannot be read is one sentence here and on the comparison page, which
     shows every other file. Should the comparison page fail, the book is built without it (never
     with an older copy beside the failure) and the failure is one sentence.
-    Returns the exit code of the build (0 when ``build`` is False; 1 when the comparison page failed).
+
+    The book is published whole or not at all. jupyter-book builds into ``_build/.next`` (:data:`STAGING`);
+    only a build that succeeded and during which no run changed a page or a result (:func:`book_state`)
+    replaces the book in ``_build/html`` and its ``_build/_toc.generated.yml``. Where a run changed them, the
+    book is built again (at most :data:`BUILD_ATTEMPTS` times; then the earlier book is kept). A full disk
+    anywhere (here, in a kernel or in jupyter-book) is one sentence, and the earlier book stays as it was.
+    ``build=False`` writes the table of contents to ``_build/_toc.generated.yml`` and builds nothing.
+
+    Returns the exit code: 0, or 1 when the comparison page failed, a run kept changing the pages or the
+    disk is full (jupyter-book's own code when it failed).
     """
     book_root = Path(book_root).resolve()
+    html = book_root / "_build" / "html"
+    try:
+        for attempt in range(1, BUILD_ATTEMPTS + 1):
+            before = book_state(runs, results)
+            failed, toc = _book_sources(runs, book_root, results, timeout, imported,
+                                        book_root / (STAGING if build else "_build"))
+            if not build:
+                print(f"Table of contents: {toc}")
+                return failed
+            code = _jupyter_book(book_root, toc)
+            if code:
+                print(f"fairnb book: jupyter-book failed (exit status {code}); the earlier book in {html} is as it was.",
+                      file=sys.stderr)
+                return code
+            changed = sorted({path for path, _ in set(before.items()) ^ set(book_state(runs, results).items())})
+            if not changed:
+                _publish(book_root / STAGING, book_root / "_build")
+                print(f"The book: {html / 'index.html'}")
+                return failed
+            first = Path(changed[0])
+            print(f"fairnb book: a run changed {len(changed)} of the book's files while it was built "
+                  f"({first.relative_to(book_root) if first.is_relative_to(book_root) else first} among them); "
+                  + (f"building it again ({attempt + 1} of {BUILD_ATTEMPTS})." if attempt < BUILD_ATTEMPTS else
+                     f"the earlier book in {html} is kept: build it again once the run has finished."), file=sys.stderr)
+        return 1
+    except OSError as error:
+        if not disk_full(error):
+            raise
+        shutil.rmtree(book_root / STAGING / "_build" / "html", ignore_errors=True)  # what it wrote of the new book
+        print(f"fairnb book: the disk is full ({error.strerror or os.strerror(errno.ENOSPC)}): the book was not built, "
+              f"and the earlier book in {html} is as it was; free some space and run it again.", file=sys.stderr)
+        return 1
+
+
+def _book_sources(runs: str | Path, book_root: Path, results: str | Path | None, timeout: int | None,
+                  imported: Sequence[str | Path], toc_folder: Path) -> tuple[int, Path]:
+    """Everything the book is built from that is not a chapter page: the comparison and reproduction pages, the EEE
+    records and cards, the intro and landing pages, and the table of contents in ``toc_folder``. Returns 1 when the
+    comparison or reproduction page failed (else 0) and the table of contents; a full disk raises OSError."""
     for problem in load_results(results_root(results, runs=runs))[1]:
         print(f"fairnb book: {problem}", file=sys.stderr)
     sources = (COMPARISON_NOTEBOOK, REPRODUCTION_NOTEBOOK)
@@ -293,20 +385,50 @@ def build_book(runs: str | Path, book_root: str | Path = REPO_ROOT, results: str
         errors = list(pool.map(lambda source: _execute_or_error(runs, results, source, timeout, imported), sources))
     failed = 0
     for source, error in zip(sources, errors):
+        if error is not None and disk_full(error):  # the page of the earlier book stays
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)) from error
         if error is not None:  # the chapter pages still make a book
             page = Path(runs) / source.name
             page.unlink(missing_ok=True)
-            print(f"fairnb book: the {source.stem} page failed ({failure_reason(error)}); the book is built without it "
-                  f"(the failed page: {failed_path(page)}).", file=sys.stderr)
+            print(f"fairnb book: the {source.stem} page failed ({failure_reason(error)}); the book is built without "
+                  f"it (the failed page: {failed_path(page)}).", file=sys.stderr)
             failed = 1
     write_records_and_cards(runs, results)  # after the pages: a card links the comparison page only when it exists
-    toc_path = book_root / "_build" / "_toc.generated.yml"
+    toc_path = toc_folder / "_toc.generated.yml"
     atomic_write_text(toc_path, yaml.safe_dump(book_toc(runs, book_root, results), sort_keys=False, allow_unicode=True))
-    print(f"Table of contents: {toc_path}")
-    if not build:
-        return failed
+    return failed, toc_path
+
+
+def _jupyter_book(book_root: Path, toc: Path) -> int:
+    """``jupyter-book build`` of the book at ``book_root`` into :data:`STAGING`; its warnings are shown, and all it
+    said when it failed (a full disk raises OSError). Returns its exit status."""
     local = Path(sys.executable).parent / "jupyter-book"
     program = str(local) if local.exists() else shutil.which("jupyter-book")
     if program is None:
         raise ValueError("jupyter-book is not installed: run `pip install 'jupyter-book>=1,<2'`.")
-    return subprocess.run([program, "build", str(book_root), "--toc", str(toc_path)]).returncode or failed
+    staging = book_root / STAGING
+    shutil.rmtree(staging / "_build" / "html", ignore_errors=True)  # a build that stopped: every page is written anew
+    print("Building the book with jupyter-book...", flush=True)
+    done = subprocess.run([program, "build", str(book_root), "--toc", str(toc), "--path-output", str(staging)],
+                          capture_output=True, text=True)
+    said = done.stdout + done.stderr
+    if done.returncode and disk_full(said):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    if done.returncode:
+        print(said[-6000:], file=sys.stderr)
+    else:
+        for line in said.splitlines():
+            if "WARNING" in line or "ERROR" in line:
+                print(line, file=sys.stderr)
+    return done.returncode
+
+
+def _publish(staging: Path, build: Path) -> None:
+    """Put the book built in ``staging`` in place of the one in ``build`` (``html`` and the table of contents)."""
+    old = build / ".html.old"
+    shutil.rmtree(old, ignore_errors=True)
+    if (build / "html").exists():
+        os.replace(build / "html", old)
+    os.replace(staging / "_build" / "html", build / "html")
+    os.replace(staging / "_toc.generated.yml", build / "_toc.generated.yml")
+    shutil.rmtree(old, ignore_errors=True)

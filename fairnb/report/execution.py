@@ -11,7 +11,6 @@ page wrote no outputs, is failed, never recorded as current.
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
@@ -31,7 +30,7 @@ from fairnb.models.cache import cache_dir
 from fairnb.report.identity import changed_names, code_fingerprint, page_entry, page_preset, run_identity
 from fairnb.report.kernels import KERNEL_QUIET, PageKernel
 from fairnb.report.planning import REPO_ROOT, Pair
-from fairnb.results import RECORD_FORMAT, read_record, record_file, results_root, unit_problem, write_record
+from fairnb.results import RECORD_FORMAT, files_problem, page_lock, read_record, record_file, results_root, write_record
 
 HEADING = re.compile(r"^\s{0,3}#{1,6}\s+\S")
 # A line of fairnb.models.batching.Progress, which the heavy steps of a page write to stderr.
@@ -145,9 +144,12 @@ def execute_notebook(source: str | Path, output: str | Path, parameters: dict | 
     except BaseException as error:
         page_kernel.after_page(failed=True)
         if tmp.exists():
-            finish_page(tmp, title_suffix, fallback=Path(source).stem, stamp=stamp, results=results,
-                        failure=failure_reason(error))
-            os.replace(tmp, failed_path(output))
+            try:
+                finish_page(tmp, title_suffix, fallback=Path(source).stem, stamp=stamp, results=results,
+                            failure=failure_reason(error))
+                os.replace(tmp, failed_path(output))
+            except Exception:  # nothing of the page to keep (a full disk left it empty): the first error stands
+                tmp.unlink(missing_ok=True)
         raise
     finally:
         if kernel is None:
@@ -307,23 +309,6 @@ def run_pair(pair: Pair, parameters: dict | None = None, cwd: str | Path | None 
         return _run_locked(pair, given, preset, record_path, cwd, timeout, results, why, on_progress, kernel, stop)
 
 
-@contextmanager
-def page_lock(record_path: Path) -> Iterator[bool]:
-    """Hold the page's lock (``<record>.lock``, an advisory ``flock``) while the body runs; yields False, holding
-    nothing, when another run holds it: two runs into one results folder never write one page at once."""
-    record_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(record_path.with_name(record_path.name + ".lock"), "a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def _run_locked(pair: Pair, given: dict, preset: str, record_path: Path, cwd: str | Path | None, timeout: int | None,
                 results: Path, why: str, on_progress: Callable[[str], None] | None, kernel: PageKernel | None,
                 stop: threading.Event | None) -> PairResult:
@@ -334,6 +319,9 @@ def _run_locked(pair: Pair, given: dict, preset: str, record_path: Path, cwd: st
     stamp = {"model": pair.model, "record": record_path.relative_to(results).as_posix()}
     if pair.key:
         given[RESULTS_PARAMETER] = str(results)
+    # Until the page is done, its outputs are no finished run's: readers leave them out (fairnb.results.unit_problem).
+    write_record(record_path, {**(before or _base_record(pair, preset)),
+                               "run": {"status": "running", "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}})
     start = time.perf_counter()
     try:
         execute_notebook(pair.source, pair.output, given, cwd, timeout, title_suffix=f" — {label}",
@@ -342,6 +330,7 @@ def _run_locked(pair: Pair, given: dict, preset: str, record_path: Path, cwd: st
         seconds = time.perf_counter() - start
         if stop is not None and stop.is_set():
             failed_path(pair.output).unlink(missing_ok=True)
+            _stopped(record_path, before)
             return PairResult(label, pair.chapter, "interrupted", seconds, "interrupted: run it again to finish it")
         return _failed(pair, record_path, before, preset, identity, failure_reason(error), seconds)
     seconds = time.perf_counter() - start
@@ -354,16 +343,29 @@ def _run_locked(pair: Pair, given: dict, preset: str, record_path: Path, cwd: st
                        "version", seconds)
     if pair.key:
         wrote = record is not None and record.get("unit") != before.get("unit")
-        problem = unit_problem(record, record_path.parent, "its outputs") if wrote else (
+        problem = files_problem(record, record_path.parent, "its outputs") if wrote else (
             "its outputs: the page finished without writing its outputs (a chapter page ends with "
             f"fairnb.results.write_page_outputs(..., results_dir={RESULTS_PARAMETER}))")
         if problem:
             os.replace(pair.output, failed_path(pair.output))
             return _failed(pair, record_path, before, preset, identity, problem.removeprefix("its outputs: "), seconds)
     run = {"status": "done", **identity, "seconds": round(seconds, 1),  # seconds order the next run, longest first
-           "page": page_entry(pair.output, record_path)}
+           "page": page_entry(pair.output, record_path), "unit": (record or {}).get("unit")}
     write_record(record_path, {**(record or _base_record(pair, preset)), "run": run})
     return PairResult(label, pair.chapter, "done", seconds, why)
+
+
+def _stopped(record_path: Path, before: dict) -> None:
+    """An interrupted page: where it wrote no outputs, its record is as it was before (an earlier finished run stays
+    current); where it did, the record keeps saying ``running``, which readers take for a run that stopped."""
+    record = read_record(record_path) or {}
+    if record.get("unit") != before.get("unit"):
+        return
+    if not before:
+        record_path.unlink(missing_ok=True)
+        return
+    write_record(record_path, {**{k: v for k, v in record.items() if k != "run"},
+                               **({"run": before["run"]} if "run" in before else {})})
 
 
 def _failed(pair: Pair, record_path: Path, before: dict, preset: str, identity: dict, reason: str,

@@ -221,6 +221,8 @@ def rerun_reason(pair: Pair, identity: dict, results: str | Path | None) -> str 
     path = record_file(pair.model, pair.page.record_key, identity["parameters"].get("preset") or "quick", results)
     stored = read_record(path)
     run = stored.get("run") if stored is not None else None
+    if isinstance(run, dict) and run.get("status") == "running":
+        return "rerun: the last run did not finish"
     if stored is None or not isinstance(run, dict) or not isinstance(run.get("parameters"), dict):
         if not pair.output.exists():
             return None if stored is None else "rerun: the last run did not finish"
@@ -237,7 +239,7 @@ def rerun_reason(pair: Pair, identity: dict, results: str | Path | None) -> str 
     if file_digest(pair.output) != run["page"].get("sha256"):
         return "rerun: the page is not the one its run record names"
     if pair.key:
-        problem = unit_problem(stored, path.parent, "its outputs")
+        problem = unit_problem(stored, path, "its outputs")
         if problem:
             return f"rerun: {problem.removeprefix('its outputs: ')}"
     before, now = run["parameters"].get("preset"), identity["parameters"].get("preset")

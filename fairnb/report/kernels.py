@@ -18,6 +18,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import zmq
 from jupyter_client import KernelManager
 
 from fairnb.report.identity import package_fingerprint
@@ -115,7 +116,10 @@ class PageKernel:
             manager, self.manager, self.started_in, self.pages = self.manager, None, None, 0
         if manager is None:
             return
-        manager.close_clients()
+        try:
+            manager.close_clients()
+        except zmq.ZMQError:  # the page's thread was using its channels as Ctrl-C ended the kernel
+            pass
         if manager.is_alive():
             manager.shutdown_kernel(now=True)
         manager.cleanup_resources()

@@ -375,8 +375,8 @@ def _run_here(jobs: list, arguments: dict, slots: int, fresh_kernels: bool = Fal
                         for kernel in kernels.values():
                             kernel.close()
                     done, futures = wait(futures, timeout=0.5)
-                    for future in done:
-                        if not future.cancelled():
+                    for future in done:  # a page whose thread broke as its kernel ended is interrupted (below)
+                        if not future.cancelled() and future.exception() is None:
                             index, result = future.result()
                             outcome[index] = result
                 raise RunInterrupted({index: outcome.get(index) or interrupted_result(pair)
