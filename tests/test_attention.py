@@ -7,6 +7,7 @@ import torch
 from fairnb.models import generation
 from fairnb.models.attention import SHARED_KV_SDPA, share_kv_heads
 from fairnb.models.batching import left_pad, position_ids
+from fairnb.models.linear import onednn_linears
 from tests.test_generation import PAD, ROWS, TOP_K, fake_lm, tiny_causal
 
 
@@ -66,6 +67,7 @@ def test_a_loaded_grouped_model_on_a_cpu_shares_its_heads(tmp_path, tiny_gpt2_pa
     tokenizer.save_pretrained(tmp_path)
     lm = load_model(str(tmp_path), device="cpu", use_cache=False)
     assert lm.model.config._attn_implementation == SHARED_KV_SDPA
+    onednn_linears(model, "cpu", torch.float32)  # as load_model does: only the attention differs
     prompts = ["The nurse said that", "My friend likes the color"]
     ids, mask = left_pad(tokenizer(prompts).input_ids, tokenizer.pad_token_id or 0)
     with torch.inference_mode():

@@ -45,6 +45,7 @@ from fairnb.models.batching import auto_batch_size
 from fairnb.models.cache import DiskCache, atomic_folder, cache_dir, cache_key, file_sha256
 from fairnb.models.gguf import follow_tokenizer_metadata, one_parse_per_file, tokenizer_metadata
 from fairnb.models.language_model import LanguageModel
+from fairnb.models.linear import onednn_linears
 from fairnb.models.names import EMBEDDED_MODELS, ModelSpec
 from fairnb.models.protocol import LanguageModelProtocol
 from fairnb.models.served import ServedModel
@@ -349,6 +350,7 @@ def _load_transformers(name: str, resolved: Resolved, device: str, dtype: torch.
               "seq2seq": AutoModelForSeq2SeqLM}[kind]
     model: PreTrainedModel = loader.from_pretrained(resolved.source, dtype=dtype).to(device).eval()
     share_kv_heads(model, device)
+    onednn_linears(model, device, dtype)
     tokenizer = AutoTokenizer.from_pretrained(resolved.source, **_regex_check(config))
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
