@@ -315,6 +315,36 @@ def test_base_models_get_the_answer_start(tiny_gpt2_path):
     assert asked == [True, False, True]
 
 
+def test_tasks_on_the_same_points_share_one_generate_call(tiny_gpt2_path):
+    """Three tasks in one call give each task's texts from a call of its own, greedy and sampled, on a chat
+    and a base model; gf_think stays alone (it decodes in two stages)."""
+    from fairnb import load_model
+
+    lm = load_model(str(tiny_gpt2_path), device="cpu", use_cache=False)
+    triples = sample_triples(load_schema(), 2, 2, dimensions=["AG", "SO"])
+    tasks = ["statement_organisation", "grammar_correction", "situation_description"]
+    calls: list[int] = []
+    generate = lm.generate
+    lm.generate = lambda prompts, **settings: calls.append(len(prompts)) or generate(prompts, **settings)
+    for chat_template in (lm.tokenizer.chat_template, None):
+        lm.tokenizer.chat_template = chat_template
+        for temperature in (0.0, 1.0):
+            calls.clear()
+            merged = generate_outputs(lm, triples, tasks, max_new_tokens=5, temperature=temperature, seed=4)
+            assert calls == [3 * len(triples)]
+            alone = pd.concat([generate_outputs(lm, triples, t, max_new_tokens=5, temperature=temperature, seed=4)
+                               for t in tasks], ignore_index=True)
+            pd.testing.assert_frame_equal(merged, alone)
+    with pytest.raises(ValueError, match="gf_think decodes in two stages"):
+        generate_outputs(lm, triples, ["gf_think", "grammar_correction"])
+    scorers = {"toxicity": lambda t: np.zeros(len(t)), "negative_sentiment": lambda t: np.zeros(len(t)),
+               "declination": lambda t: np.zeros(len(t))}
+    calls.clear()
+    answers = run_tasks(lm, triples, ["gf_think", *tasks], scorers, max_new_tokens=3, answer_tokens=2)
+    assert calls[:2] == [3 * len(triples), len(triples)]  # one call for the three tasks, then gf_think's stages
+    assert list(answers.task.drop_duplicates()) == ["gf_think", *tasks]
+
+
 def test_generation_needs_a_causal_model(tiny_bert):
     with pytest.raises(ValueError, match="causal LM"):
         generate_outputs(tiny_bert, sample_triples(load_schema(), 1, 1, dimensions=["AG"]))

@@ -146,7 +146,7 @@ def parse_sentence(text: str) -> str | None:
     return sentence or None
 
 
-def generate_outputs(lm: LanguageModel, triples: pd.DataFrame, task: str = "statement_organisation",
+def generate_outputs(lm: LanguageModel, triples: pd.DataFrame, task: str | Sequence[str] = "statement_organisation",
                      max_new_tokens: int = 32, temperature: float = 0.0, seed: int = 0,
                      answer_tokens: int = 32, templates: Mapping[str, str] | None = None) -> pd.DataFrame:
     """Generate one answer per data point; returns ``triples`` plus task, prompt, output, sentence, text.
@@ -160,25 +160,35 @@ def generate_outputs(lm: LanguageModel, triples: pd.DataFrame, task: str = "stat
     the next document it imagines (the prompt again, another ``SENTENCE:``), not its answer. Only
     ``lm.generate`` is called, so a model that serves text only (no tokenizer, no scores) runs.
 
-    ``gf_think`` runs in two stages: the chain of thought (``max_new_tokens``), then, for the
-    answers that have not written their ``SENTENCE:`` line yet, a second request of
-    ``answer_tokens`` tokens (:func:`finish_with_sentence`), so every answer ends in one statement
-    that is scored like a statement-organisation answer.
+    Several tasks (a list) answer on the same data points in one ``lm.generate`` call, task after
+    task in the frame: their rows share decoding batches (a decoding step costs about as much fixed
+    work as ~25 rows), and each text is the one a call per task gives (greedy, or sampled from its
+    prompt's own seed). ``gf_think`` runs alone, in two stages: the chain of thought
+    (``max_new_tokens``), then, for the answers that have not written their ``SENTENCE:`` line yet, a
+    second request of ``answer_tokens`` tokens (:func:`finish_with_sentence`), so every answer ends
+    in one statement that is scored like a statement-organisation answer.
     """
     if getattr(lm, "kind", "causal") != "causal":
         raise ValueError(f"The group-fairness tasks need a causal LM; {lm.name!r} is a {lm.kind} model.")
-    prompts = task_prompts(triples, task, templates)
-    start = "" if lm.is_chat else BASE_MODEL_ANSWER_START[task]
-    contexts = prompts if lm.is_chat else [f"{p}\n\n{start}" for p in prompts]
+    tasks = [task] if isinstance(task, str) else list(task)
+    if not tasks:
+        raise ValueError("No tasks were given.")
+    if "gf_think" in tasks and len(tasks) > 1:
+        raise ValueError("gf_think decodes in two stages of its own; generate it alone.")
+    prompts = [p for t in tasks for p in task_prompts(triples, t, templates)]
+    starts = ["" if lm.is_chat else BASE_MODEL_ANSWER_START[t] for t in tasks for _ in range(len(triples))]
+    contexts = prompts if lm.is_chat else [f"{p}\n\n{start}" for p, start in zip(prompts, starts)]
     new_text = lm.generate(contexts, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
-                           chat=lm.is_chat, first_line=not lm.is_chat and start == "SENTENCE:")
-    outputs = [start + text for text in new_text]
-    if task == "gf_think":
+                           chat=lm.is_chat, first_line=not lm.is_chat and starts[0] == "SENTENCE:")
+    outputs = [start + text for start, text in zip(starts, new_text)]
+    if tasks == ["gf_think"]:
         outputs = finish_with_sentence(lm, prompts, outputs, answer_tokens, temperature, seed)
     sentences = [parse_sentence(o) for o in outputs]
     texts = [s if s is not None else o.strip() for s, o in zip(sentences, outputs)]
-    return triples.reset_index(drop=True).assign(task=task, prompt=prompts, output=outputs, sentence=sentences,
-                                                 text=texts)
+    points = triples.reset_index(drop=True)
+    return pd.concat([points] * len(tasks), ignore_index=True).assign(
+        task=[t for t in tasks for _ in range(len(points))], prompt=prompts, output=outputs, sentence=sentences,
+        text=texts)
 
 
 def finish_with_sentence(lm: LanguageModel, prompts: Sequence[str], outputs: Sequence[str], answer_tokens: int,
@@ -208,14 +218,17 @@ def finish_with_sentence(lm: LanguageModel, prompts: Sequence[str], outputs: Seq
 
 def run_tasks(lm: LanguageModel, triples: pd.DataFrame, tasks: Sequence[str], scorers: Mapping[str, TextScorer],
               **generation) -> pd.DataFrame:
-    """Generate and score the answers of every task in ``tasks`` on the same data points, one frame.
+    """Generate and score the answers of every task in ``tasks`` on the same data points, one frame, task after
+    task: the tasks other than ``gf_think`` in one generate call (:func:`generate_outputs`).
 
     ``generation`` goes to :func:`generate_outputs` (max_new_tokens, temperature, seed, templates).
     """
     if not len(tasks):
         raise ValueError("No tasks were given.")
-    return pd.concat([score_outputs(generate_outputs(lm, triples, task, **generation), scorers) for task in tasks],
-                     ignore_index=True)
+    calls = [[t for t in tasks if t != "gf_think"]] + [["gf_think"]] * tasks.count("gf_think")
+    frame = pd.concat([generate_outputs(lm, triples, call, **generation) for call in calls if call], ignore_index=True)
+    order = np.argsort([list(tasks).index(t) for t in frame.task], kind="stable")
+    return score_outputs(frame.iloc[order].reset_index(drop=True), scorers)
 
 
 def _answered_points(answers: pd.DataFrame, per_dimension: int | None, seed: int) -> pd.DataFrame:
