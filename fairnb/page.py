@@ -99,7 +99,8 @@ def _same(a, b) -> bool:
 
 
 class SettingsTable(pd.DataFrame):
-    """A settings table whose page shows each text whole (pandas cuts cells at 50 characters), wrapped by the book's CSS."""
+    """A settings table whose page shows each text whole (pandas cuts cells at 50 characters), wrapped by the book's CSS
+    into six columns that fit the page (its class ``settings-table``)."""
 
     @property
     def _constructor(self):
@@ -107,7 +108,8 @@ class SettingsTable(pd.DataFrame):
 
     def _repr_html_(self) -> str | None:
         with pd.option_context("display.max_colwidth", None):
-            return super()._repr_html_()
+            html = super()._repr_html_()
+        return html and html.replace('class="dataframe"', 'class="dataframe settings-table"', 1)
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
         """The rows as data besides the HTML IPython adds (:data:`SETTINGS_MIME`)."""
@@ -133,8 +135,9 @@ def settings_table(chapter: Chapter, this_run: Mapping, why: Mapping[str, str] |
         >>> settings_table(ch, {"seeds": AsPaper("same for this model"), "k": 2})["departs"].tolist()
         ['', '']
         >>> long = settings_table(ch, {"seeds": (0,)}, why={"seeds": "CPU-sized: " + "hours " * 20 + "on this machine"})
-        >>> "on this machine" in long._repr_html_()
-        True
+        >>> html = long._repr_html_()
+        >>> "on this machine" in html, 'class="dataframe settings-table"' in html
+        (True, True)
     """
     why = why or {}
     rows = []

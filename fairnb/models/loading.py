@@ -46,14 +46,13 @@ from fairnb.models.cache import DiskCache, atomic_folder, cache_dir, cache_key, 
 from fairnb.models.gguf import follow_tokenizer_metadata, one_parse_per_file, tokenizer_metadata
 from fairnb.models.language_model import LanguageModel
 from fairnb.models.linear import onednn_linears
-from fairnb.models.names import EMBEDDED_MODELS, ModelSpec
+from fairnb.models.names import CONVERSION_VERSION, EMBEDDED_MODELS, ModelSpec
 from fairnb.models.protocol import LanguageModelProtocol
 from fairnb.models.served import ServedModel
 
 # Files of a model folder that cannot change its answers (everything else is fingerprinted).
 DOCUMENTATION = re.compile(r"(?i)(readme.*|license.*|notice.*|\.gitattributes|.*\.(md|png|jpe?g|gif|svg|pdf))")
 
-CONVERSION_VERSION = "v3"  # bump when the GGUF conversion changes, so cached copies are rebuilt (v3: the GGUF's special tokens)
 CONVERSION_RECORD = "fairnb-conversion.json"  # in a converted folder: the hash of each file the conversion wrote
 log = logging.getLogger(__name__)
 

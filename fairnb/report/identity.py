@@ -23,7 +23,7 @@ import nbformat
 
 import fairnb
 from fairnb.models.cache import cache_key
-from fairnb.models.names import ModelSpec
+from fairnb.models.names import ModelSpec, embedded_fingerprint
 from fairnb.report.parameters import parameter_defaults
 from fairnb.report.planning import PACKAGE_ROOT, Pair
 from fairnb.results import file_digest, read_record, record_file, results_root, unit_problem
@@ -140,11 +140,14 @@ def package_fingerprint(root: str | Path | None = None) -> str:
 
 
 def model_fingerprint(spec: ModelSpec) -> str:
-    """What identifies a model's files without loading it: its name, or each local file's size, modification and
-    change times and inode. A folder replaced at the same path (a copy that keeps sizes and modification times,
+    """What identifies a model's files without loading it: an embedded model's wheels and conversion
+    (:func:`~fairnb.models.names.embedded_fingerprint`), a hub or served model's name, or each local file's size,
+    modification and change times and inode. A folder replaced at the same path (a copy that keeps sizes and modification times,
     ``cp -p``, ``rsync -a``) gets new inodes and change times, which no copy can set."""
     if spec.variant:
         return f"{model_fingerprint(spec.base_spec)}+{spec.variant}"
+    if spec.embedded:
+        return embedded_fingerprint(spec.name)
     if spec.local is None:
         return spec.name
     path = spec.local
