@@ -45,9 +45,15 @@ def test_shared_heads_give_the_copied_heads_numbers_bit_for_bit(kind):
 
 
 def test_only_grouped_heads_on_a_cpu_are_switched():
-    """GPT-2 has one key/value head per query head; another device keeps transformers' choice."""
+    """GPT-2 has one key/value head per query head; another device keeps transformers' choice; a grouped
+    model with attention code of its own (StableLM) is left as it is."""
+    from transformers import StableLmConfig, StableLmForCausalLM
+
     gpt2 = tiny_causal("gpt2")
     assert not share_kv_heads(gpt2, "cpu")
+    stablelm = StableLmForCausalLM(StableLmConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
+                                                  num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2))
+    assert not share_kv_heads(stablelm, "cpu") and stablelm.config._attn_implementation == "sdpa"
     llama = tiny_causal("llama")
     assert not share_kv_heads(llama, "cuda") and llama.config._attn_implementation == "sdpa"
     assert share_kv_heads(llama, "cpu")

@@ -46,11 +46,14 @@ AttentionMaskInterface.register(SHARED_KV_SDPA, sdpa_mask)  # the masks transfor
 
 def share_kv_heads(model, device: str) -> bool:
     """Switch ``model`` to :data:`SHARED_KV_SDPA` when it runs on a CPU with transformers' ``sdpa``
-    attention and has fewer key/value heads than query heads; whether it was switched."""
+    attention, has fewer key/value heads than query heads and calls its attention through transformers'
+    ``AttentionInterface`` (StableLM or Qwen2-MoE keep their own sdpa code: nothing to switch); whether
+    it was switched."""
     config = model.config.get_text_config(decoder=True)
     heads = getattr(config, "num_attention_heads", None)
     shared = getattr(config, "num_key_value_heads", heads)
-    if str(device) != "cpu" or config._attn_implementation != "sdpa" or not heads or shared == heads:
+    if (str(device) != "cpu" or config._attn_implementation != "sdpa" or not heads or shared == heads
+            or not model.is_backend_compatible()):
         return False
     model.set_attn_implementation(SHARED_KV_SDPA)
     return True
