@@ -64,7 +64,15 @@ def test_with_gradients_a_layer_computes_as_before_and_learns():
         assert torch.allclose(layer(x), torch.nn.functional.linear(x, layer.weight, layer.bias), atol=1e-6)
 
 
-def test_only_float32_models_on_a_cpu_are_switched():
+def missing_kernel(*args):
+    raise RuntimeError("Could not run 'mkldnn::_linear_pointwise' with arguments from the 'CPU' backend.")
+
+
+def test_only_float32_models_on_a_cpu_where_onednn_computes_are_switched(monkeypatch):
     layer = torch.nn.Linear(4, 4)
     assert onednn_linears(layer, "cuda", torch.float32) == 0 and type(layer) is torch.nn.Linear
     assert onednn_linears(layer, "cpu", torch.bfloat16) == 0 and type(layer) is torch.nn.Linear
+    with monkeypatch.context() as patched:  # a torch whose build or processor lacks the kernel
+        patched.setattr(torch.ops.mkldnn, "_linear_pointwise", missing_kernel, raising=False)
+        assert onednn_linears(layer, "cpu", torch.float32) == 0 and type(layer) is torch.nn.Linear
+    assert onednn_linears(layer, "cpu", torch.float32) == 1

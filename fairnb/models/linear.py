@@ -30,10 +30,23 @@ class OneDNNLinear(torch.nn.Linear):
         return torch.ops.mkldnn._linear_pointwise(input, self.weight, self.bias, "none", [], "")
 
 
+def _onednn_works() -> bool:
+    """Whether this torch computes a float32 product through oneDNN, and gets ``F.linear``'s numbers (a build
+    or processor without the kernel raises)."""
+    if not torch.backends.mkldnn.is_available():
+        return False
+    x, weight, bias = torch.linspace(-1, 1, 24).reshape(2, 3, 4), torch.linspace(1, -1, 20).reshape(5, 4), torch.ones(5)
+    try:
+        product = torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+    except (RuntimeError, AttributeError, NotImplementedError):
+        return False
+    return bool(torch.allclose(product, torch.nn.functional.linear(x, weight, bias), atol=1e-5))
+
+
 def onednn_linears(model: torch.nn.Module, device: str, dtype: torch.dtype) -> int:
     """Switch every ``nn.Linear`` of ``model`` to :class:`OneDNNLinear` when it runs on a CPU in float32 and
-    torch was built with oneDNN; the number of layers switched (0 elsewhere)."""
-    if str(device) != "cpu" or dtype != torch.float32 or not torch.backends.mkldnn.is_available():
+    torch computes through oneDNN there; the number of layers switched (0 elsewhere)."""
+    if str(device) != "cpu" or dtype != torch.float32 or not _onednn_works():
         return 0
     switched = 0
     for module in model.modules():
