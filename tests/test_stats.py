@@ -19,6 +19,7 @@ from fairnb.stats import (
     certificate_tightness,
     detectable_effect,
     items_needed,
+    nested_bootstrap,
     paired_bootstrap,
     paired_reading,
     rank_agreement_interval,
@@ -185,6 +186,42 @@ def test_the_two_way_interval_adds_each_samples_bootstrap_variance():
     assert one_column["se"] == pytest.approx(math.sqrt(rows_var), rel=0.3) and np.isnan(one_column["cols_share"])
 
 
+def test_the_nested_interval_reads_each_stages_bootstrap_variance():
+    """Three templates of five words and six units in none: each stage by a plain loop over the same draws."""
+    rng = np.random.default_rng(4)
+    clusters = np.array([0] * 5 + [1] * 5 + [2] * 5 + [-1] * 6)
+    values = np.where(clusters >= 0, np.array([0.0, 1.0, 3.0])[clusters], 1.0) + rng.normal(0, 0.5, len(clusters))
+    members = [np.flatnonzero(clusters == c) for c in range(3)]
+    free = np.flatnonzero(clusters < 0)
+
+    def mean(units, templates):
+        weights = units * np.where(clusters >= 0, templates[:, clusters], 1.0)
+        return {"mean": weights @ values / weights.sum(axis=1)}
+
+    out = nested_bootstrap(mean, clusters, n_resamples=300, seed=5).loc["mean"]
+    templates = np.random.default_rng(5).integers(0, 3, (300, 3))  # the templates whole (seed), the rest fixed
+    template_draws = [np.concatenate([values[members[c]] for c in draw] + [values[free]]).mean() for draw in templates]
+    within_rng = np.random.default_rng(6)  # the words inside each template (seed + 1), one template after the other
+    picks = [within_rng.integers(0, 5, (300, 5)) for _ in range(3)]
+    within_draws = [np.concatenate([values[members[c][picks[c][r]]] for c in range(3)] + [values[free]]).mean()
+                    for r in range(300)]
+    free_picks = np.random.default_rng(7).integers(0, 6, (300, 6))  # the free units (seed + 2)
+    free_draws = [np.concatenate([values[clusters >= 0], values[free[pick]]]).mean() for pick in free_picks]
+    v_c, v_w, v_f = (np.var(d, ddof=1) * n / (n - 1) for d, n in ((template_draws, 3), (within_draws, 5), (free_draws, 6)))
+    assert out["value"] == pytest.approx(values.mean())
+    assert out["se"] ** 2 == pytest.approx(v_c + v_f) and out["se_within"] ** 2 == pytest.approx(v_w)
+    assert out["cols_share"] == pytest.approx((v_c - v_w) / (v_c + v_f)) and out["cols_share"] > 0.5
+    df = (v_c + v_f) ** 2 / (v_c ** 2 / 2 + v_f ** 2 / 5)
+    from scipy.stats import t
+    assert out["df"] == pytest.approx(df)
+    assert out["ci_high"] - out["value"] == pytest.approx(t.ppf(0.975, df) * math.sqrt(v_c + v_f))
+    # one word per template: the templates' part cannot be told from the words'; one template: none can be estimated
+    singles = np.array([0, 1, 2, -1, -1])
+    assert np.isnan(nested_bootstrap(lambda u, c: {"m": u @ values[:5] / u.sum(1)}, singles, 50).at["m", "cols_share"])
+    alone = nested_bootstrap(lambda u, c: {"m": u @ values[:6] / u.sum(1)}, np.array([0] * 3 + [-1] * 3), 50)
+    assert np.isnan(alone.at["m", "cols_share"]) and alone.at["m", "se_clusters"] == 0
+
+
 @pytest.fixture(scope="module")
 def study():
     return simulation_study(repetitions=1000, n_resamples=1000, seed=0)
@@ -192,7 +229,7 @@ def study():
 
 def test_intervals_cover_the_truth_93_to_97_percent(study):
     coverage = study[study["check"].str.startswith("coverage")]
-    assert len(coverage) == 4 and (study["repetitions"] == 1000).all()
+    assert len(coverage) == 6 and (study["repetitions"] == 1000).all()
     assert coverage["measured"].between(0.93, 0.97).all(), coverage[["check", "setting", "measured"]]
 
 
