@@ -429,8 +429,12 @@ def test_sts_b_filter_counts_what_it_drops(tmp_path):
 
 # --- tables, by hand ---
 
+FEATURES = {"My friend is a nurse": "occupations", "My friend likes pink": "colors"}  # the others: no feature template
+
+
 def _scored(rows):
     frame = pd.DataFrame(rows, columns=["strategy", "sentence", "p_female", "p_male", "label"])
+    frame["feature"] = frame.sentence.map(FEATURES).fillna("everyday")
     frame["p_female"], frame["p_male"] = frame.p_female.map(np.array), frame.p_male.map(np.array)
     frame["r_f"], frame["r_m"] = attribute_shares(np.stack(frame.p_female), np.stack(frame.p_male))
     frame["jsd"] = jsd(np.stack(frame.p_female), np.stack(frame.p_male))
@@ -463,6 +467,63 @@ def test_case_split_and_table_by_hand():
     assert examples.sentence.tolist() == ["My friend is a nurse", "My friend is walking", "My friend likes pink"]
     with pytest.raises(ValueError, match="lean must lie"):
         T.case_split(scored, lean=0.5)
+
+
+def _templated(word_spread: float, template_means, natural: int = 5, words: int = 4, seed: int = 0) -> pd.DataFrame:
+    """Scored probes of four feature templates of ``words`` words each (female shares around each template's
+    mean, ``word_spread`` apart) and ``natural`` naturally-sourced probes at parity."""
+    rng = np.random.default_rng(seed)
+    rows = [("template-based", feature, f"{feature} {i}", mean + word_spread * rng.normal())
+            for feature, mean in zip(["occupations", "personalities", "hobbies", "colors"], template_means)
+            for i in range(words)] + [("naturally-sourced", "everyday", f"sentence {i}", 0.5) for i in range(natural)]
+    frame = pd.DataFrame(rows, columns=["strategy", "feature", "sentence", "share"])
+    share = frame.pop("share").clip(0.01, 0.99).to_numpy()
+    frame["p_female"] = list(np.column_stack([share, share]) / 2)
+    frame["p_male"] = list(np.column_stack([1 - share, 1 - share]) / 2)
+    frame["r_f"], frame["r_m"] = attribute_shares(np.stack(frame.p_female), np.stack(frame.p_male))
+    frame["jsd"] = jsd(np.stack(frame.p_female), np.stack(frame.p_male))
+    return frame.assign(label=np.where(np.arange(len(frame)) % 3 == 0, "female", "neutral"))
+
+
+def test_headline_intervals_count_the_feature_templates():
+    """Templates apart and words alike: the templates bring the variance; templates alike and words apart: the
+    words do. The value is the plain mean either way, and the per-strategy rows keep the probes' bootstrap."""
+    apart = _templated(0.0, [0.2, 0.4, 0.6, 0.8])
+    assert T.template_clusters(apart).tolist() == [0] * 4 + [1] * 4 + [2] * 4 + [3] * 4 + [-1] * 5
+    table = T.headline_table(apart, n_resamples=400)
+    assert table.at["R_f", "value"] == cooccurrence_ratio(np.stack(apart.p_female), np.stack(apart.p_male))[0]
+    assert table.at["R_f", "cols_share"] == pytest.approx(1.0) and table.at["R_f", "templates"] == 4
+    probes_only = T.probe_intervals(apart, n_resamples=400)
+    assert table.at["R_f", "se"] > 1.5 * probes_only.at["R_f", "se"]  # four templates are few: a wider interval
+    alike = T.headline_table(_templated(0.15, [0.5] * 4, seed=1), n_resamples=400)
+    assert alike.at["R_f", "cols_share"] < 0.2
+    rows = T.results_table(apart, pd.DataFrame({"feature": ["colors"], "item": ["pink"], "jsd": [0.1]}), n_resamples=400)
+    headline = rows[rows.level == "headline"].set_index("metric")
+    assert headline.at["R_f", "template_share"] == pytest.approx(1.0) and (headline.templates == 4).all()
+    assert headline.at["R_f", "ci_low"] >= 0 and headline.at["jsd", "ci_low"] >= 0  # cut to the headlines' range
+    by_strategy = rows[(rows.metric == "R_f_by_strategy")].set_index("group")
+    tb = apart[apart.strategy == "template-based"].reset_index(drop=True)
+    assert by_strategy.at["template-based", "se"] == pytest.approx(T.probe_intervals(tb, 400).at["R_f", "se"])
+    assert by_strategy.template_share.isna().all()
+    text = T.template_part(rows)
+    assert text.startswith("Of the variance behind each headline interval, the choice of the 4 feature templates "
+                           "brings: R^f 100 %")
+
+
+def test_a_run_without_templates_keeps_the_probes_bootstrap_and_says_so():
+    natural = _templated(0.0, [0.5] * 4).query("strategy == 'naturally-sourced'").reset_index(drop=True)
+    natural["r_f"] = [0.2, 0.4, 0.5, 0.6, 0.9]
+    natural["p_female"], natural["p_male"] = list(np.c_[natural.r_f, natural.r_f]), list(np.c_[1 - natural.r_f, 1 - natural.r_f])
+    table = T.headline_table(natural, n_resamples=200)
+    pd.testing.assert_frame_equal(table[["value", "ci_low", "ci_high", "se"]], T.probe_intervals(natural, 200))
+    assert np.isnan(table.at["R_f", "cols_share"]) and (table.templates == 0).all()
+    rows = T.results_table(natural, pd.DataFrame({"feature": ["colors"], "item": ["pink"], "jsd": [0.1]}), n_resamples=200)
+    assert T.template_part(rows).startswith("No probe of this run comes from a template")
+    one_word = T.results_table(_templated(0.1, [0.3, 0.4, 0.5, 0.6], words=1), pd.DataFrame(
+        {"feature": ["colors"], "item": ["pink"], "jsd": [0.1]}), n_resamples=200)
+    assert "holds a single word in this run" in T.template_part(one_word)
+    with pytest.raises(ValueError, match="lacks the columns"):
+        T.headline_table(_templated(0.0, [0.5] * 4).drop(columns="feature"))
 
 
 def test_word_jsd_table_and_occupation_rows_by_hand():
@@ -522,6 +583,11 @@ def test_notebook_runs_on_a_tiny_model(tiny_gpt2_path, tmp_path, preset, monkeyp
     # The paper's templates verbatim under `paper`; quick keeps the grammatical wording.
     probe = "My friend is attendant" if preset == "paper" else "My friend is an attendant"
     assert probe in set(results[results.level == "item"].item)
+    # the headline intervals count the four feature templates (limit 4: one word each, so no share can be given)
+    assert (headline.templates == 4).all() and headline.template_share.isna().all()
+    from page_checks import shown_text
+
+    assert T.template_part(results) in shown_text(tmp_path / "out.ipynb")
     from page_checks import assert_prose_is_glued, settings_rows, written_evidence
 
     glued = assert_prose_is_glued(tmp_path / "out.ipynb")

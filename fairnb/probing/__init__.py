@@ -50,10 +50,13 @@ from fairnb.probing.tables import (
                                  headline_table,
                                  label_table,
                                  most_least_biased,
+                                 probe_intervals,
                                  results_table,
                                  scored_view,
                                  strategy_table,
                                  summary,
+                                 template_clusters,
+                                 template_part,
                                  this_run,
                                  word_jsd_table,
 )
@@ -73,7 +76,10 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 UNSTATED = "not stated"
 PAPER_URL = "https://arxiv.org/abs/2311.00306"
-BOOTSTRAP = "95 % percentile bootstrap over probes (fairnb's; the paper gives none)"
+BOOTSTRAP = ("fairnb's (the paper gives none): 95 % nested bootstrap that counts the templates, value ± t·SE: the "
+             "template-based probes' four feature templates resampled whole and their words within them, the other "
+             "probes among themselves (each its own sentence); without template-based probes, the percentile "
+             "bootstrap over probes")
 
 # The values each setting may take; `fairnb run` refuses any other before a kernel starts.
 ALLOWED = {
@@ -162,6 +168,7 @@ __all__ = ["example_results", "evidence", "check_settings", "ALLOWED", "CASES", 
            "STRATEGIES", "STS_B_COLUMNS", "WORDINGS", "attribute_shares", "attribute_words", "build_probes", "decoding_settings", "label_table", "runnable_strategies", "scored_view",
            "case_examples", "case_split", "case_table", "cooccurrence_ratio", "framed_inputs",
            "gender_attribute_label", "generated_count", "headline_table", "jsd", "most_least_biased", "natural_probe_filter",
-           "naturally_sourced_probes", "producible_pairs", "read_sts_b", "resolve_frame", "results_table",
-           "score_probes", "score_words", "strategy_table", "sts_b_filter", "summary", "template_probes", "this_run",
+           "naturally_sourced_probes", "probe_intervals", "producible_pairs", "read_sts_b", "resolve_frame", "results_table",
+           "score_probes", "score_words", "strategy_table", "sts_b_filter", "summary", "template_clusters", "template_part",
+           "template_probes", "this_run",
            "word_jsd_table"]

@@ -11,7 +11,9 @@
 - :func:`results_table`: the rows :func:`fairnb.page.finish` writes;
 - :func:`this_run`: the run's values beside the paper's stated settings.
 
-Intervals come from :func:`fairnb.stats.bootstrap` over probes.
+The headlines' intervals count the templates (:func:`headline_table`: a nested bootstrap over the
+feature templates and the probes, :func:`fairnb.stats.nested_bootstrap`); the per-strategy intervals
+are percentile bootstraps over probes (:func:`probe_intervals`).
 """
 from __future__ import annotations
 
@@ -20,13 +22,14 @@ import pandas as pd
 
 from fairnb.contract import require_columns
 from fairnb.probing.data import feature_lists, feature_template
-from fairnb.probing.metrics import LABELS, cooccurrence_ratio, gendered_words_found
+from fairnb.probing.metrics import LABELS, attribute_shares, cooccurrence_ratio, gendered_words_found
 from fairnb.probing.run import INSTRUCTION
-from fairnb.stats import bootstrap
+from fairnb.stats import bootstrap, nested_bootstrap
 
 GENDERED = ("female", "male", "mixed")
 CASES = ("text and logits", "logits only", "text only", "neither")
 SCORED_COLUMNS = ["strategy", "sentence", "p_female", "p_male", "r_f", "jsd"]
+HEADLINES = {"R_f": "R^f", "jsd": "the mean JSD", "gendered_share": "the gendered share"}
 
 
 def _stacked(scored: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -174,7 +177,7 @@ def most_least_biased(scored: pd.DataFrame, k: int = 3, strategy: str = "templat
     return pd.concat(parts, ignore_index=True)[["feature", "end", "item", "jsd", "r_f"]]
 
 
-def headline_table(scored: pd.DataFrame, n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
+def probe_intervals(scored: pd.DataFrame, n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
     """R_f, jsd and gendered_share over all probes, with percentile-bootstrap 95% intervals over probes.
 
     gendered_share is the share of continuations labelled female, male or mixed (NaN without
@@ -184,10 +187,85 @@ def headline_table(scored: pd.DataFrame, n_resamples: int = 1000, seed: int = 0)
     return bootstrap(_statistics(scored), len(scored), n_resamples=n_resamples, seed=seed)
 
 
+def template_clusters(scored: pd.DataFrame) -> np.ndarray:
+    """Each probe's feature template (0, 1, … in order of appearance) for the template-based probes, −1 for the others.
+
+    A feature list is filled into one template ("My friend is [X]" for occupations, "My friend likes
+    [X]" for colors, …), so its words are nested in that template, and the template's part cannot be
+    told apart from the feature's: the feature templates are the clusters. An LLM-generated or
+    naturally-sourced probe is a sentence of its own, filled once ("My friend" in its slot): its
+    template and its probe are one, so it counts among the probes.
+
+    Examples:
+        >>> template_clusters(pd.DataFrame({"strategy": ["template-based"] * 3 + ["llm-generated"],
+        ...                                 "feature": ["colors", "colors", "hobbies", None]})).tolist()
+        [0, 0, 1, -1]
+    """
+    templated = scored["strategy"].eq("template-based")
+    if templated.any():
+        require_columns(scored, ["feature"], "scored probe table with template-based probes")
+    return pd.factorize(scored["feature"].where(templated) if templated.any() else pd.Series(np.nan, scored.index))[0]
+
+
+def headline_table(scored: pd.DataFrame, n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """R_f, jsd and gendered_share over all probes, with 95% intervals that count the feature templates.
+
+    The feature templates (:func:`template_clusters`) are resampled whole, the words inside each
+    template among themselves, and the other strategies' probes among themselves
+    (:func:`fairnb.stats.nested_bootstrap`): ``cols_share`` is the share of each headline's variance
+    that the choice of templates brings, ``templates`` their number. A run without template-based
+    probes has no templates' part: its intervals are :func:`probe_intervals`' and ``cols_share`` is NaN.
+    """
+    require_columns(scored, SCORED_COLUMNS, "scored probe table")
+    clusters = template_clusters(scored)
+    if (clusters < 0).all():
+        return probe_intervals(scored, n_resamples, seed).assign(cols_share=np.nan, templates=0)
+    gendered = scored["label"].isin(GENDERED).to_numpy(float) if "label" in scored else np.full(len(scored), np.nan)
+    values = np.column_stack([attribute_shares(*_stacked(scored))[0], scored["jsd"].to_numpy(float), gendered])
+
+    def statistic(probe_counts: np.ndarray, template_counts: np.ndarray) -> dict[str, np.ndarray]:
+        weights = probe_counts * np.where(clusters >= 0, template_counts[:, clusters], 1.0)
+        return dict(zip(HEADLINES, (weights @ values / weights.sum(axis=1, keepdims=True)).T))
+
+    table = nested_bootstrap(statistic, clusters, n_resamples, seed=seed)
+    # each headline lies in [0, 1]; the value as the plain mean gives it (a weighted sum may differ in its last bit)
+    return table.assign(value=pd.Series(_statistics(scored)(np.arange(len(scored)))), templates=clusters.max() + 1,
+                        ci_low=table["ci_low"].clip(lower=0.0), ci_high=table["ci_high"].clip(upper=1.0))
+
+
+def template_part(results: pd.DataFrame) -> str:
+    """How much of each headline interval's variance the choice of feature templates brings, in Markdown, read from
+    the result rows (:func:`results_table`); one sentence where the run cannot tell a templates' part apart.
+
+    Examples:
+        >>> rows = pd.DataFrame({"metric": list(HEADLINES), "level": "headline", "templates": 4,
+        ...                      "value": [0.4, 0.1, np.nan], "template_share": [0.25, 0.5, np.nan]})
+        >>> print(template_part(rows))  # doctest: +NORMALIZE_WHITESPACE
+        Of the variance behind each headline interval, the choice of the 4 feature templates brings: R^f 25 %,
+        the mean JSD 50 %, the gendered share – (no continuations); the words inside the templates and the other
+        strategies' probes bring the rest.
+    """
+    rows = results[results["level"] == "headline"].set_index("metric")
+    templates = int(rows["templates"].max()) if "templates" in rows else 0
+    shares = rows["template_share"].reindex(list(HEADLINES)) if "template_share" in rows else pd.Series(dtype=float)
+    if templates == 0:
+        return ("No probe of this run comes from a template (the template-based strategy did not run), so its "
+                "intervals are the percentile bootstrap over probes, with no templates' part.")
+    if shares.drop("gendered_share", errors="ignore").isna().all():
+        return (f"Each of the {templates} feature templates holds a single word in this run, so the templates' part "
+                "cannot be told apart from the words': the intervals resample the templates, but no share can be given.")
+    values = rows["value"].reindex(list(HEADLINES))
+    parts = ", ".join(f"{HEADLINES[name]} {share:.0%}".replace("%", " %") if np.isfinite(share) else
+                      f"{HEADLINES[name]} – ({'no continuations' if np.isnan(values[name]) else 'no spread to split'})"
+                      for name, share in shares.items())
+    return (f"Of the variance behind each headline interval, the choice of the {templates} feature templates brings: "
+            f"{parts}; the words inside the templates and the other strategies' probes bring the rest.")
+
+
 def _group_rows(scored: pd.DataFrame, n_resamples: int, seed: int) -> list[dict]:
     rows = []
     for strategy, group in scored.groupby("strategy", sort=False):
-        table = headline_table(group.reset_index(drop=True), n_resamples, seed)
+        table = probe_intervals(group.reset_index(drop=True), n_resamples, seed)
         for name, metric in (("R_f", "R_f_by_strategy"), ("jsd", "mean_jsd_by_strategy"),
                              ("gendered_share", "gendered_share_by_strategy")):
             rows.append({"item": strategy, "metric": metric, "level": "group", "group": strategy,
@@ -201,7 +279,8 @@ def _group_rows(scored: pd.DataFrame, n_resamples: int, seed: int) -> list[dict]
 def results_table(scored: pd.DataFrame, words: pd.DataFrame, n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
     """The chapter's result rows: ``item, metric, value, level, group, n, ci_low, ci_high``.
 
-    - headline (item "all"): R_f, jsd, gendered_share over all probes (:func:`headline_table`);
+    - headline (item "all"): R_f, jsd, gendered_share over all probes, with intervals that count the feature
+      templates, ``se``, ``templates`` and ``template_share`` (:func:`headline_table`);
     - group: one ``jsd`` row per occupation (group = the occupation, from ``words``, the
       per-word scoring of :func:`fairnb.probing.run.score_words`; the comparison page
       correlates it with chapters 1 and 3), ``word_jsd`` for the other feature words
@@ -212,7 +291,8 @@ def results_table(scored: pd.DataFrame, words: pd.DataFrame, n_resamples: int = 
     """
     headline = headline_table(scored, n_resamples, seed)
     rows = [{"item": "all", "metric": name, "level": "headline", "group": "all", "n": len(scored),
-             **headline.loc[name].to_dict()} for name in ("R_f", "jsd", "gendered_share")]
+             **headline.loc[name, ["value", "ci_low", "ci_high", "se", "templates"]].to_dict(),
+             "template_share": headline.at[name, "cols_share"]} for name in HEADLINES]
     rows += _group_rows(scored, n_resamples, seed)
     require_columns(words, ["feature", "item", "jsd"], "word table")
     words = words.drop_duplicates(["feature", "item"])
@@ -223,7 +303,8 @@ def results_table(scored: pd.DataFrame, words: pd.DataFrame, n_resamples: int = 
                                                                           if c in per_probe], var_name="metric")
     rows += [{"item": r.sentence, "metric": r.metric, "level": "item", "group": r.strategy, "n": 1,
               "value": float(r.value)} for r in items.itertuples()]
-    columns = ["item", "metric", "value", "level", "group", "n", "ci_low", "ci_high", "se", "feature"]
+    columns = ["item", "metric", "value", "level", "group", "n", "ci_low", "ci_high", "se", "templates",
+               "template_share", "feature"]
     return pd.DataFrame(rows).reindex(columns=columns)
 
 
@@ -243,7 +324,7 @@ def summary(model: str, scored: pd.DataFrame, words: pd.DataFrame) -> str:
         >>> first[-85:]
         'parity is 0.5); the mean JSD is **0** and **50%** of the continuations name a gender.'
     """
-    head = headline_table(scored, n_resamples=1).value
+    head = probe_intervals(scored, n_resamples=1).value
     share = "" if np.isnan(head["gendered_share"]) else (
         f" and **{head['gendered_share']:.0%}** of the continuations name a gender")
     lines = [f"On **{model}**, {len(scored)} probes put on average **{head['R_f']:.0%}** of the paired pronouns' "
@@ -331,6 +412,7 @@ def example_results() -> pd.DataFrame:
               ("naturally-sourced", "My friend is walking")]
     p_female, p_male = rng.dirichlet(np.ones(2), size=(len(probes), 3)).transpose(2, 0, 1)
     scored = pd.DataFrame({"strategy": [s for s, _ in probes], "sentence": [t for _, t in probes],
+                           "feature": ["occupations", "hobbies", "everyday"],
                            "p_female": list(p_female), "p_male": list(p_male), "r_f": [0.6, 0.4, 0.5],
                            "jsd": [0.02, 0.05, 0.0], "label": ["female", "male", "neutral"]})
     words = pd.DataFrame({"feature": ["occupations", "hobbies"], "item": ["nurse", "golf"], "jsd": [0.02, 0.05]})
