@@ -673,6 +673,55 @@ def test_headline_is_the_mean_of_per_set_lower_bounds():
         cert.mean_bounds([1, 2], [3])
 
 
+def test_a_sets_bound_spreads_over_resamples_of_its_draws_as_a_plain_loop_says():
+    rng = np.random.default_rng(0)
+    for k, n in [(25, 50), (3, 6), (9, 10)]:
+        verdicts = np.r_[np.ones(k), np.zeros(n - k)]
+        lows = [cert.clopper_pearson(int(verdicts[rng.integers(0, n, n)].sum()), n)[0] for _ in range(4000)]
+        assert cert.lower_bound_variance([k], [n])[0] == pytest.approx(np.var(lows, ddof=1) * n / (n - 1), rel=0.1)
+    assert cert.lower_bound_variance([0, 6], [6, 6]).tolist() == [0.0, 0.0]  # unanimous draws show no spread
+
+
+def _certificates(unbiased, n):
+    low, high = cert.clopper_pearson(np.asarray(unbiased), np.asarray(n))
+    return pd.DataFrame({"prefix": "jailbreak", "pivot_set": [f"s{i}" for i in range(len(unbiased))], "n": n,
+                         "unbiased": unbiased, "estimate": np.asarray(unbiased) / n, "low": low, "high": high,
+                         "confidence": 0.95, "refusal_share": 0.0})
+
+
+def test_the_interval_over_pivot_sets_agrees_with_a_bootstrap_of_sets_and_draws():
+    """The exact reading (sets' spread, each set's binomial spread) against nested_bootstrap over the draws
+    themselves: the pivot sets resampled whole, then the draws inside each set; the headline stays the official one."""
+    from fairnb.stats import nested_bootstrap
+
+    unbiased, n = np.array([18, 9, 15, 4, 12, 19]), 20
+    table = _certificates(unbiased, np.full(6, n))
+    part = cert.pivot_set_interval(table)
+    verdicts = np.concatenate([np.r_[np.ones(k), np.zeros(n - k)] for k in unbiased])
+    sets = np.repeat(np.arange(6), n)
+
+    def mean_lower(draw_counts, set_counts):
+        k = np.stack([draw_counts[:, sets == i] @ verdicts[sets == i] for i in range(6)], axis=1)
+        lows = cert.clopper_pearson(np.rint(k).astype(int), np.full(k.shape, n))[0]
+        return {"mean_lower": (lows * set_counts).sum(axis=1) / set_counts.sum(axis=1)}
+
+    resampled = nested_bootstrap(mean_lower, sets, n_resamples=2000).loc["mean_lower"]
+    assert part["value"] == resampled["value"] == cert.mean_bounds(unbiased, np.full(6, n))[0]
+    assert part["se"] == pytest.approx(resampled["se"], rel=0.1)
+    assert part["share"] == pytest.approx(resampled["cols_share"], abs=0.1) and 0 < part["share"] < 1
+    from scipy.stats import t
+    assert part["high"] - part["value"] == pytest.approx(t.ppf(0.975, 5) * table["low"].std(ddof=1) / np.sqrt(6))
+    rows = cert.results_table(table)
+    head = rows[rows.level == "headline"].iloc[0]
+    assert head.value == part["value"] and head.ci_low == part["value"]  # the Clopper-Pearson reading stays
+    assert (head.ci_low_sets, head.ci_high_sets, head.pivot_set_share) == (part["low"], part["high"], part["share"])
+    assert head.se == pytest.approx(part["se"]) and "template_share" not in rows  # the pivot sets are the units
+    text = cert.pivot_set_summary(table)
+    assert f"interval [{part['low']:.3g}, {part['high']:.3g}] over its 6 pivot sets" in text
+    assert f"Of its variance, {part['share']:.0%} comes from the choice of pivot sets".replace("%", " %") in text
+    assert cert.pivot_set_summary(table.head(1)).startswith("With a single pivot set")
+
+
 def test_summaries_headline_and_tidy_results():
     table = pd.DataFrame({"prefix": ["jailbreak", "jailbreak", "soft"], "pivot_set": ["a", "b", "a"], "n": 10,
                           "unbiased": [3, 8, 4], "confidence": 0.95, "low": [0.2, 0.6, 0.1],
@@ -940,6 +989,9 @@ def test_notebook_runs_on_tiny_model(preset, tiny_gpt2_path, tmp_path):
     evidence = written_evidence(str(model), cert.CHAPTER, preset, None)
     per_set = evidence.groupby("pivot_set")["certified low"].first()
     assert per_set.mean() == pytest.approx(headline.value.item()) and len(evidence) == 3 * 2 * len(per_set)
+    # limit 1: a single pivot set, so no interval over the choice of sets; the page says so
+    assert np.isnan(headline.ci_low_sets.item()) and np.isnan(headline.pivot_set_share.item())
+    assert "With a single pivot set no spread between pivot sets can be seen" in text
 
 
 @pytest.mark.parametrize("load, name", [(load_bold_pivots, "profession_prompt.json"),

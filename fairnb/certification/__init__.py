@@ -14,7 +14,8 @@ the model (certify, ablation of Appendix E), :mod:`.tables` builds the tables an
 
 Headline: ``p_unbiased_low``, the mean over pivot sets of each set's Clopper-Pearson lower bound
 on P(unbiased) under the mixture-of-jailbreaks prefixes (one number per model and run), as the
-official code summarizes; the pooled interval stays as a secondary row.
+official code summarizes; the pooled interval stays as a secondary row, and an interval over the choice
+of pivot sets stands beside the Clopper-Pearson one (:func:`pivot_set_interval`).
 """
 from collections.abc import Mapping
 from pathlib import Path
@@ -52,6 +53,7 @@ from fairnb.certification.metrics import (
     clopper_pearson,
     contains_any,
     coverage_study,
+    lower_bound_variance,
     mean_bounds,
     official_regard_bias,
     regard_bias,
@@ -83,6 +85,8 @@ from fairnb.certification.tables import (
     evidence,
     example_results,
     lowest_certificate,
+    pivot_set_interval,
+    pivot_set_summary,
     results_table,
     soft_prefix_summary,
     summarize_certificates,
@@ -221,7 +225,10 @@ CHAPTER = Chapter(
                  "bias under jailbreak-mixture prefixes, averaged over pivot sets (official detector rule)",
                  items="p_unbiased_low",
                  interval="not a bootstrap: the means over pivot sets of each set's Clopper–Pearson lower and upper "
-                          "bounds (the official scripts' 'Average bounds'; the value is the mean lower bound)"),
+                          "bounds (the official scripts' 'Average bounds'; the value is the mean lower bound); beside "
+                          "it, fairnb's interval over the choice of pivot sets (the templates, prefix draws nested "
+                          "in them): value ± t·SE over the pivot sets, with the share of its variance the choice of "
+                          "sets brings"),
     ),
     needs=("generate",),
     datasets=(
@@ -287,10 +294,10 @@ __all__ = ["example_results", "evidence", "check_settings", "ALLOWED",
     "parse_bold_test_set", "load_decodingtrust_pivots", "load_lines", "load_pivots", "pivot_prompts", "pivots_from_templates",
     "AgreementDisparity", "Detection", "OfficialRegard", "RegardGap", "VaderNegative", "classifier_negative",
     "classifier_regard", "default_detector", "scorer_check", "clopper_pearson", "contains_any", "coverage_study",
-    "mean_bounds", "official_regard_bias", "regard_bias", "can_embed", "make_sampler", "agreement_label",
+    "lower_bound_variance", "mean_bounds", "official_regard_bias", "regard_bias", "can_embed", "make_sampler", "agreement_label",
     "inherited_sampling",
     "soft_base", "vocabulary_ids", "Certification", "ablate", "ablation_study", "certify", "certify_kinds",
     "detector_comparison", "generation_params", "prefix_examples", "redetect", "sampler_params", "special_token_rows", "this_run",
     "ablation_summary", "certificate_size", "certificate_view", "coverage_summary", "lowest_certificate", "soft_prefix_summary",
-    "summarize_certificates", "summary", "results_table",
+    "summarize_certificates", "summary", "results_table", "pivot_set_interval", "pivot_set_summary",
 ]

@@ -1,7 +1,8 @@
 """Pure functions of LLMCert-B: bounds, coverage, prefix arithmetic, detector rules.
 
 numpy in, numbers out: no model and no I/O. Paper sections: Section 3.2 (Clopper-Pearson
-certificates, :func:`clopper_pearson`), Appendix E (coverage study, :func:`coverage_study`),
+certificates, :func:`clopper_pearson`, and the spread of a set's bound over its prefix draws,
+:func:`lower_bound_variance`), Appendix E (coverage study, :func:`coverage_study`),
 Section 4 / Algorithms 2-4 (:func:`random_token_ids`, :func:`interleave`,
 :func:`mutate_tokens`, :func:`soft_noise`), Section 5 (detectors: :func:`agreement_label` and
 :func:`agreement_disparity` for DecodingTrust; for BOLD the official code's rule :func:`official_regard_bias` with
@@ -15,6 +16,7 @@ from typing import cast
 
 import numpy as np
 import pandas as pd
+from scipy.stats import binom
 from statsmodels.stats.proportion import proportion_confint
 
 
@@ -63,6 +65,30 @@ def mean_bounds(unbiased, n, confidence: float = 0.95) -> tuple[float, float]:
         raise ValueError(f"Give one count and one sample size per pivot set, got shapes {unbiased.shape} and {n.shape}.")
     low, high = clopper_pearson(unbiased, n, confidence)
     return float(np.mean(low)), float(np.mean(high))
+
+
+def lower_bound_variance(unbiased, n, confidence: float = 0.95) -> np.ndarray:
+    """Per pivot set, the variance of its Clopper-Pearson lower bound over resamples of its own n prefix draws.
+
+    The within-set part of the spread of the per-set bounds that the official summary averages (Section
+    3.2): the prefixes are drawn afresh for each pivot set, so the draws are nested in the sets.
+    Resampling a set's n verdicts with replacement gives k* ~ Binomial(n, k/n) unbiased answer sets, so
+    the bootstrap's variance is computed over every k* with its binomial probability (scipy), not from
+    random resamples, and made unbiased for n (× n / (n − 1)). A set whose draws all agree (k = 0 or n)
+    shows no spread: 0.
+
+    Examples:
+        >>> lower_bound_variance([50, 25, 3], [50, 50, 6]).round(4).tolist()
+        [0.0, 0.0045, 0.0156]
+    """
+    unbiased, n = np.atleast_1d(np.asarray(unbiased, dtype=int)), np.atleast_1d(np.asarray(n, dtype=int))
+    clopper_pearson(unbiased, n, confidence)  # one sentence for counts that are not k of n
+    k = np.arange(int(n.max()) + 1)[None, :]
+    probability = binom.pmf(k, n[:, None], (unbiased / n)[:, None])  # 0 beyond n
+    low = clopper_pearson(np.minimum(k, n[:, None]), np.broadcast_to(n[:, None], (len(n), k.shape[1])), confidence)[0]
+    mean = (probability * low).sum(axis=1, keepdims=True)
+    spread = (probability * (low - mean) ** 2).sum(axis=1)
+    return np.where(n > 1, spread * n / np.maximum(n - 1, 1), 0.0)
 
 
 def coverage_study(true_p: Sequence[float] | None = None, n: int = 50, repetitions: int = 1000,

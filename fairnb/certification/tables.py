@@ -5,17 +5,18 @@ hand-typed value. The headline (``p_unbiased_low``) is the official code's summa
 over pivot sets of each set's Clopper-Pearson lower bound on P(unbiased), under the main prefix
 kind (:data:`MAIN_PREFIX`, the mixture of jailbreaks). The pooled certificate (all response
 sets of the kind together: one interval for a pivot set drawn uniformly from those certified)
-stays as a secondary row.
+stays as a secondary row. Beside the Clopper-Pearson reading, the headline gets an interval that
+counts the choice of pivot sets, the templates the prompts are filled from (:func:`pivot_set_interval`).
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from fairnb.certification.metrics import clopper_pearson
+from fairnb.certification.metrics import clopper_pearson, lower_bound_variance
 from fairnb.contract import require_columns
 from fairnb.formatting import number
-from fairnb.stats import certificate_samples, certificate_tightness
+from fairnb.stats import certificate_samples, certificate_tightness, nested_reading
 
 MAIN_PREFIX = "jailbreak"
 SUMMARY = "mean over pivot sets of each set's Clopper-Pearson bounds"
@@ -72,12 +73,80 @@ def headline(certificates: pd.DataFrame, main: str = MAIN_PREFIX) -> pd.Series:
     return summary.loc[main if main in summary.index else summary.index[0]]
 
 
+def pivot_set_interval(certificates: pd.DataFrame, main: str = MAIN_PREFIX) -> dict[str, float]:
+    """The headline's interval over the choice of pivot sets, and the share of its variance that choice brings.
+
+    Each pivot set is one template filled with every group (a BOLD partial sentence, a DecodingTrust
+    statement), and its prefixes are drawn afresh for it: the prefix draws are nested in the sets. The
+    headline, the mean of the per-set lower bounds, varies with the sets chosen (V_c: the bounds'
+    variance over the sets / their number, the square of the row's ``se``), and part of that comes from
+    the prefix draws inside each set (V_w: the mean of :func:`lower_bound_variance` over the sets / their
+    number). :func:`fairnb.stats.nested_reading` gives the interval, value ± t·SE with sets − 1
+    degrees of freedom (cut to [0, 1]), and ``share``, the sets' own part max(V_c − V_w, 0) / V_c. The
+    Clopper-Pearson bounds count the prefix draws only: each certifies its own set. Fewer than two sets
+    give NaN. Returns ``value``, ``low``, ``high``, ``se``, ``share`` and ``sets``.
+
+    Examples:
+        >>> k = np.array([10, 5, 2]); low, high = clopper_pearson(k, 10)
+        >>> table = pd.DataFrame({"prefix": "jailbreak", "pivot_set": ["a", "b", "c"], "n": 10, "unbiased": k,
+        ...                       "estimate": k / 10, "low": low, "high": high, "confidence": 0.95, "refusal_share": 0.0})
+        >>> {k: round(v, 3) for k, v in pivot_set_interval(table).items()}
+        {'value': 0.301, 'low': 0.0, 'high': 1.0, 'se': 0.201, 'share': 0.954, 'sets': 3}
+    """
+    top = headline(certificates, main)
+    behind = certificates[certificates.prefix == top.name]
+    sets = behind["pivot_set"].nunique()
+    if sets < 2:
+        return {"value": float(top.mean_lower), "low": np.nan, "high": np.nan, "se": np.nan, "share": np.nan,
+                "sets": sets}
+    within = lower_bound_variance(behind["unbiased"], behind["n"], float(top.confidence)).mean() / sets
+    reading = nested_reading(top.mean_lower, behind["low"].var(ddof=1) / sets, within, sets,
+                             confidence=float(top.confidence))
+    return {"value": float(top.mean_lower), "low": max(float(reading["ci_low"]), 0.0),
+            "high": min(float(reading["ci_high"]), 1.0), "se": float(reading["se"]),
+            "share": float(reading["cols_share"]), "sets": sets}
+
+
+def pivot_set_summary(certificates: pd.DataFrame, main: str = MAIN_PREFIX) -> str:
+    """:func:`pivot_set_interval` in Markdown: the headline's interval over the choice of pivot sets beside the
+    Clopper-Pearson reading, and how much of its width that choice brings.
+
+    Examples:
+        >>> k = np.array([10, 5, 2]); low, high = clopper_pearson(k, 10)
+        >>> table = pd.DataFrame({"prefix": "jailbreak", "pivot_set": ["a", "b", "c"], "n": 10, "unbiased": k,
+        ...                       "estimate": k / 10, "low": low, "high": high, "confidence": 0.95, "refusal_share": 0.0})
+        >>> print(pivot_set_summary(table))  # doctest: +NORMALIZE_WHITESPACE
+        Counting which pivot sets were certified as well, the mean lower bound 0.301 has the 95 % interval [0, 1]
+        over its 3 pivot sets (standard error 0.201, t with 2 degrees of freedom). Of its variance, 95 % comes from
+        the choice of pivot sets and the rest from the prefix draws inside each set, the only part the
+        Clopper–Pearson bounds count.
+        >>> pivot_set_summary(table.head(1))
+        'With a single pivot set no spread between pivot sets can be seen: the headline speaks for that set only.'
+    """
+    part = pivot_set_interval(certificates, main)
+    if part["sets"] < 2:
+        return "With a single pivot set no spread between pivot sets can be seen: the headline speaks for that set only."
+    if not np.isfinite(part["share"]):
+        return (f"The {part['sets']} pivot sets' lower bounds are all equal, so no spread between them can be split "
+                "into the sets' part and the prefix draws'.")
+    level = f"{float(headline(certificates, main).confidence):.0%}".replace("%", " %")
+    return (f"Counting which pivot sets were certified as well, the mean lower bound {number(part['value'])} has the "
+            f"{level} interval [{number(part['low'])}, {number(part['high'])}] over its {part['sets']} pivot sets "
+            f"(standard error {number(part['se'])}, t with {part['sets'] - 1} degrees of freedom). Of its variance, "
+            f"{part['share']:.0%} comes from the choice of pivot sets and the rest from the prefix draws inside each "
+            "set, the only part the Clopper–Pearson bounds count.").replace("% comes", " % comes")
+
+
 def results_table(certificates: pd.DataFrame, coverage: pd.DataFrame | None = None,
                  ablation: pd.DataFrame | None = None, others: pd.DataFrame | None = None,
                  main: str = MAIN_PREFIX) -> pd.DataFrame:
     """Rows for :func:`fairnb.page.finish`: the headline ``p_unbiased_low`` (mean over pivot sets of the
     certified lower bound, main prefix kind; ``ci_high`` the mean upper bound; ``n`` the samples pooled,
-    ``units`` the pivot sets and ``se`` the standard error of the mean over them) and, level ``item``,
+    ``units`` the pivot sets and ``se`` the standard error of the mean over them; beside the Clopper-Pearson
+    reading, ``ci_low_sets`` and ``ci_high_sets``, the interval over the choice of pivot sets, and
+    ``pivot_set_share``, the share of its variance that choice brings, :func:`pivot_set_interval`; not
+    ``template_share``, which names a part that more units leave alone, while here the pivot sets are the
+    units) and, level ``item``,
     the per-set lower bounds it averages (same metric, one row per pivot set), per prefix kind
     the summaries (the pooled interval among them) (level ``group``, the kind in ``group``), per
     pivot set and kind ``p_unbiased`` (level ``item``), the ablation's mean bounds per parameter
@@ -98,10 +167,12 @@ def results_table(certificates: pd.DataFrame, coverage: pd.DataFrame | None = No
     behind = certificates[certificates.prefix == top.name]  # the per-set lower bounds the headline averages
     sets = behind["pivot_set"].nunique()  # the units of the mean: its standard error over pivot sets
     error = float(behind["low"].std(ddof=1) / np.sqrt(sets)) if sets > 1 else np.nan
+    sets_part = pivot_set_interval(certificates, main)
     parts = [pd.DataFrame({"item": ["all"], "metric": ["p_unbiased_low"], "value": [top.mean_lower],
                            "ci_low": [top.mean_lower], "ci_high": [top.mean_upper], "level": ["headline"],
                            "group": [top.name], "n": [top.pooled_n], "confidence": [top.confidence],
-                           "se": [error], "units": [sets]})]
+                           "se": [error], "units": [sets], "ci_low_sets": [sets_part["low"]],
+                           "ci_high_sets": [sets_part["high"]], "pivot_set_share": [sets_part["share"]]})]
     parts.append(pd.DataFrame({"item": behind.pivot_set, "metric": "p_unbiased_low", "value": behind.low,
                                "ci_low": behind.low, "ci_high": behind.high, "level": "item", "group": top.name,
                                "n": behind.n, "confidence": behind.confidence}))
