@@ -67,6 +67,7 @@ class PageKernel:
 
     def __init__(self) -> None:
         self.manager: _Manager | None = None
+        self.page_manager: _Manager | None = None  # the manager of the page running now, even once close() took it
         self.lock = threading.Lock()
         self.started_in: tuple[str, dict[str, str], str] | None = None
         self.pages = 0
@@ -82,16 +83,26 @@ class PageKernel:
         if self.manager is not None and self.pages and not self._between_pages():
             self.close()
         if self.manager is None:
-            self.manager = _Manager(kernel_name="python3")
+            # The manager's zmq context is this object's, so closing the kernel never waits on it (see close).
+            self.manager = _Manager(kernel_name="python3", context=zmq.Context())
             self.manager.start_kernel(cwd=wanted[0], extra_arguments=KERNEL_QUIET)
             self.started_in, self.pages = wanted, 0
         self.pages += 1
+        self.page_manager = self.manager
         return self.manager
 
     def after_page(self, failed: bool) -> None:
-        """Close the page's client channels; shut the kernel down after a failed page (its state is unknown)."""
-        if self.manager is not None:
-            self.manager.close_clients()
+        """Close the page's client channels; shut the kernel down after a failed page (its state is unknown).
+
+        The page's own manager's clients are closed even when Ctrl-C's :meth:`close` took the manager while
+        the page was starting its client: that close waits in ``zmq.Context.term()`` until the client's
+        channels are closed, which only the page's thread still holds."""
+        manager, self.page_manager = self.page_manager, None
+        if manager is not None:
+            try:
+                manager.close_clients()
+            except zmq.ZMQError:  # the context was being terminated as the page failed
+                pass
         if failed:
             self.close()
 
@@ -123,3 +134,7 @@ class PageKernel:
         if manager.is_alive():
             manager.shutdown_kernel(now=True)
         manager.cleanup_resources()
+        # Ending the context waits until every socket on it is closed. After Ctrl-C a page's thread may hold one
+        # until it notices that its kernel is gone, so that wait is left to a thread of its own.
+        threading.Thread(target=manager.context.destroy, kwargs={"linger": 0}, daemon=True,
+                         name="fairnb-kernel-context").start()

@@ -371,9 +371,10 @@ def _run_here(jobs: list, arguments: dict, slots: int, fresh_kernels: bool = Fal
                     future.cancel()
                 deadline = time.monotonic() + INTERRUPT_GRACE_S
                 while futures and time.monotonic() < deadline:
-                    with lock:  # the running pages' kernels end (again for one that was starting); their pages fail
-                        for kernel in kernels.values():
-                            kernel.close()
+                    with lock:  # no page thread starts a kernel once stop is set
+                        started = list(kernels.values())
+                    for kernel in started:  # the running pages' kernels end (again for one that was starting); their
+                        kernel.close()      # pages fail. Not under the lock: a page thread may need it to finish.
                     done, futures = wait(futures, timeout=0.5)
                     for future in done:  # a page whose thread broke as its kernel ended is interrupted (below)
                         if not future.cancelled() and future.exception() is None:
