@@ -621,8 +621,8 @@ def nested_bootstrap(statistic: Callable[[np.ndarray, np.ndarray], dict[str, np.
     when they are of one size) and :func:`nested_reading` reads them: SE² = V_c + V_f, the clusters' own
     part max(V_c − V_w, 0), value ± t·SE. Unlike :func:`two_way_bootstrap`'s crossed samples, nothing
     is counted twice. With four templates Satterthwaite's degrees of freedom, read from estimated
-    variances, make it a little liberal: :func:`simulation_study` measures it in chapter 2's shapes, and
-    where four templates carry most of the variance beside many free units it holds the truth about 93 %
+    variances, make it a little liberal: :func:`simulation_study` measures it in the shapes of template-based
+    probes, and where four templates carry most of the variance beside many free units it holds the truth about 93 %
     of the time. Returns per name: ``value``, ``ci_low``, ``ci_high``, ``se``, ``se_clusters``,
     ``se_within``, ``se_free``, ``cols_share`` (the clusters' share of the variance; NaN when fewer than
     two clusters or no cluster of two units tell it apart) and ``df``.
@@ -727,8 +727,8 @@ def simulation_study(repetitions: int = 1000, n_resamples: int = 1000, seed: int
       items whose difficulty varies far more than the models differ) and the two-way interval's
       (60 occupations × 10 templates, :func:`two_way_bootstrap`), once with the occupations and
       once with the templates carrying most of the variance; and the nested interval's
-      (:func:`nested_bootstrap`: 4 templates with their words and units in no template, in chapter 2's
-      quick and paper shapes);
+      (:func:`nested_bootstrap`: 4 templates with their words and units in no template, in the
+      quick and paper shapes of template-based probes);
     - power: the share of runs that find a difference when the models truly differ by the effect
       :func:`detectable_effect` reports for them (80 % by construction);
     - many comparisons among five models, all ten pairs (p-values of :func:`t_reading`,
@@ -797,7 +797,7 @@ def simulation_study(repetitions: int = 1000, n_resamples: int = 1000, seed: int
             return dict(zip(map(str, range(len(units))), units @ weights.T / weights.sum(axis=1)))
         table = nested_bootstrap(unit_means, clusters, n_resamples, seed=0)
         rows.append(("coverage of a nested interval", f"4 templates of {n_words} words and {n_free} units in none "
-                     f"(chapter 2's {label} shape; spreads: templates {template}, words {word}, free units {free})",
+                     f"(template-based probes, the {label} preset's shape; spreads: templates {template}, words {word}, free units {free})",
                      covered(table["ci_low"], table["ci_high"], 0.0), COVERAGE_RANGE))
 
     effect = detectable_effect(1.0 / math.sqrt(n_items), n_items)  # what a run of items with spread 1 reports

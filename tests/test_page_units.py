@@ -282,6 +282,12 @@ def test_a_page_that_a_run_is_writing_is_left_out_until_the_run_finishes_it(unit
     assert headline(unit, tiny_a) == 2.0
 
 
+def interruptible() -> None:
+    """A terminal's Ctrl-C for the child: a test run in the background of a script (``.ci/run &``) inherits SIGINT
+    ignored, and Python keeps it ignored, as a background job's Ctrl-C should be."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("after_s", [0.0, 2.0], ids=["as-its-kernel-starts", "while-it-sleeps"])
 def test_ctrl_c_stops_the_run_promptly_and_keeps_what_finished(unit, after_s):
     """Issue 39.6: SIGINT to the run's process group as the first page's kernel starts, or while the page sleeps: the
@@ -294,7 +300,8 @@ def test_ctrl_c_stops_the_run_promptly_and_keeps_what_finished(unit, after_s):
     environment = {**os.environ, "PYTHONPATH": str(unit["root"])}
     first = unit["out"] / model_slug(unit["models"][0]) / "01_unit.ipynb"
     process = subprocess.Popen([*base, "--param", "sleep_s=60"], cwd=unit["root"], env=environment, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                               preexec_fn=interruptible)
     try:
         deadline = time.monotonic() + 120
         while not list(unit["out"].glob("*/.01_unit.ipynb.*.tmp")) and time.monotonic() < deadline:
