@@ -315,7 +315,9 @@ def test_ctrl_c_stops_the_run_promptly_and_keeps_what_finished(unit, after_s):
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
     assert process.returncode == 130 and stopped < 15, (stopped, out, err)
-    assert "0 done, 0 skipped, 0 failed, 2 interrupted" in out and "Traceback" not in err, err
+    assert "0 done, 0 skipped, 0 failed, 2 interrupted" in out and str(unit["root"] / "fairnb") not in err, err
+    # As a kernel starts, a child that the interrupt ends mid-start may print part of a traceback of its own
+    assert after_s == 0 or "Traceback" not in err, err
     assert not first.exists() and not list(unit["out"].glob("*/*.failed.ipynb"))
     assert run(unit)["status"].tolist() == ["done", "done"]  # the same run again resumes it
 

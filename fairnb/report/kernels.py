@@ -13,7 +13,9 @@ run record names (:func:`fairnb.report.identity.package_fingerprint`).
 """
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
 import threading
 from pathlib import Path
 from typing import Any
@@ -82,14 +84,23 @@ class PageKernel:
             self.close()
         if self.manager is not None and self.pages and not self._between_pages():
             self.close()
-        if self.manager is None:
+        manager = self.manager
+        if manager is None:
             # The manager's zmq context is this object's, so closing the kernel never waits on it (see close).
-            self.manager = _Manager(kernel_name="python3", context=zmq.Context())
-            self.manager.start_kernel(cwd=wanted[0], extra_arguments=KERNEL_QUIET)
+            manager = self.manager = _Manager(kernel_name="python3", context=zmq.Context())
+            try:
+                manager.start_kernel(cwd=wanted[0], extra_arguments=KERNEL_QUIET)
+            finally:
+                with self.lock:
+                    closed = self.manager is not manager  # Ctrl-C's close() took it while it started
+                if closed:
+                    _shut_down(manager)
+            if closed:
+                raise RuntimeError("The kernel was closed as it started: the run was interrupted.")
             self.started_in, self.pages = wanted, 0
         self.pages += 1
-        self.page_manager = self.manager
-        return self.manager
+        self.page_manager = manager
+        return manager
 
     def after_page(self, failed: bool) -> None:
         """Close the page's client channels; shut the kernel down after a failed page (its state is unknown).
@@ -125,16 +136,26 @@ class PageKernel:
         """Shut the kernel down (safe from any thread: Ctrl-C ends a page's kernel while the page's thread runs)."""
         with self.lock:
             manager, self.manager, self.started_in, self.pages = self.manager, None, None, 0
-        if manager is None:
-            return
-        try:
-            manager.close_clients()
-        except zmq.ZMQError:  # the page's thread was using its channels as Ctrl-C ended the kernel
-            pass
+        if manager is not None:
+            _shut_down(manager)
+
+
+def _shut_down(manager: _Manager) -> None:
+    """End a kernel, its clients' channels and its zmq context, from any thread."""
+    try:
+        manager.close_clients()
+    except zmq.ZMQError:  # the page's thread was using its channels as Ctrl-C ended the kernel
+        pass
+    try:
         if manager.is_alive():
+            # Killed first: shutdown_kernel interrupts before it kills, and a kernel still importing prints the
+            # KeyboardInterrupt's traceback into the run's output.
+            manager.signal_kernel(signal.SIGKILL)
             manager.shutdown_kernel(now=True)
         manager.cleanup_resources()
-        # Ending the context waits until every socket on it is closed. After Ctrl-C a page's thread may hold one
-        # until it notices that its kernel is gone, so that wait is left to a thread of its own.
-        threading.Thread(target=manager.context.destroy, kwargs={"linger": 0}, daemon=True,
-                         name="fairnb-kernel-context").start()
+    except (RuntimeError, asyncio.InvalidStateError):  # another thread is starting it: that thread ends it once
+        pass                                            # started (PageKernel.for_page)
+    # Ending the context waits until every socket on it is closed. After Ctrl-C a page's thread may hold one
+    # until it notices that its kernel is gone, so that wait is left to a thread of its own.
+    threading.Thread(target=manager.context.destroy, kwargs={"linger": 0}, daemon=True,
+                     name="fairnb-kernel-context").start()

@@ -13,6 +13,7 @@ returns the summary with the unfinished pairs ``interrupted``; finished pairs st
 """
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -367,6 +368,10 @@ def _run_here(jobs: list, arguments: dict, slots: int, fresh_kernels: bool = Fal
                         progress.update()
             except KeyboardInterrupt:
                 stop.set()
+                # The kernels end now: a page's client logs its error through papermill and jupyter_client's
+                # channel threads may fail on the ended zmq context. The summary says what happened.
+                logging.getLogger("papermill").setLevel(logging.CRITICAL)
+                threading.excepthook = lambda args: None
                 for future in futures:
                     future.cancel()
                 deadline = time.monotonic() + INTERRUPT_GRACE_S
