@@ -202,8 +202,8 @@ def render_paper(measured: dict) -> str:
     cpu = sum(run["chunks"][-1]["cpu"] for run in (killed, rerun)) / computed  # CPU seconds per computed prompt
     full = PAPER_OCCUPATIONS * PAPER_TEMPLATES
     lines = [PAPER_SECTION, "", f"Machine: {measured['machine']}; model `default` on cpu in float32. "
-             "**A shared machine**: other sessions' jobs ran at the same time, so the rates below are lower bounds "
-             "for a quiet one.", "",
+             "The load averages tell whether other jobs shared the cores; rates measured under load are lower "
+             "bounds for a quiet machine.", "",
              f"Chapter 1's `preset=paper` computation (`bvf.attribute_probabilities(..., words=\"vocab-key\", "
              f"criterion=\"calculate\")`, then `bvf.risk_table`) on {measured['occupations']} occupations x the first "
              f"{PAPER_TEMPLATES:,} templates of a table shaped like the official mined one "
