@@ -63,7 +63,8 @@ def test_each_declared_headline_once_per_model_with_interval_and_direction(tmp_p
 
     table = comparison.comparison_table(headline)
     assert len(table) == len(declared) and list(table.columns[:3]) == ["chapter", "headline", "direction"]
-    assert table["chapter"].tolist()[0] == FIRST.key and table["chapter"].tolist()[-1] == LAST.key
+    assert table["chapter"].tolist()[0] == f"{FIRST.number}. {FIRST.title}"
+    assert table["chapter"].tolist()[-1] == f"{LAST.number}. {LAST.title}"
     assert table.loc[0, "default"] == "0.1 [0.05, 0.15]" and table.loc[0, "gemma-3-270m"] == "0.2 [0.15, 0.25]"
 
 
@@ -119,7 +120,7 @@ def test_two_presets_in_one_results_folder_never_share_a_row(tmp_path):
 
     table = comparison.comparison_table(headline)
     assert len(table) == 2 * declared and list(table.columns[:4]) == ["chapter", "headline", "direction", "preset"]
-    first = table[(table["chapter"] == FIRST.key) & (table["headline"] == FIRST.headlines[0].label)]
+    first = table[(table["chapter"] == f"{FIRST.number}. {FIRST.title}") & (table["headline"] == FIRST.headlines[0].label)]
     assert first.set_index("preset")["default"].to_dict() == {"quick": "0.1 [0.05, 0.15]",
                                                              "paper": "0.6 [0.55, 0.65]"}
     assert "2 presets, paper and quick" in comparison.presets_note(headline)

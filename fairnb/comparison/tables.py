@@ -100,7 +100,8 @@ def method_name(chapter: str, metric: str, preset: str = DEFAULT_PRESET) -> str:
 
 
 def comparison_table(headline: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
-    """The full table for people: one row per headline (label, direction) and preset, one column per model.
+    """The full table for people: one row per headline (label, direction) and preset, one column per model;
+    a registered chapter named as the book's contents name it ("1. Bias and volatility").
 
     Cells are ``value [low, high]`` with ``digits`` significant digits; '–' where a model lacks it.
     A column never mixes presets within a row: a model run under two presets has two rows per headline.
@@ -124,6 +125,8 @@ def comparison_table(headline: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
                               aggfunc="first", sort=False).fillna("–")
     table = table.sort_index(level="number", sort_remaining=False).reset_index().drop(columns="number")
     table.columns.name = None
+    titles = {ch.key: f"{ch.number}. {ch.title}" for ch in fairnb.chapters()}  # as the book's contents name them
+    table["chapter"] = [titles.get(key, key) for key in table["chapter"]]
     return table.rename(columns={"label": "headline"})
 
 

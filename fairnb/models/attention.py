@@ -20,8 +20,8 @@ each (row, head) it sets up blocks sized for long sequences, which short ones pa
 of a scoring pass (256 rows, 9 heads on 3, 2 queries on 11 keys, two threads) took 8.0 ms there and 0.63 ms
 as two matrix products; a decoding step of 24 rows on 200 cached positions 0.72 -> 0.66 ms (Gemma-3's
 heads); 100-token prompts 15.8 -> 13.5 ms. The numbers differ from the kernel's by float32 rounding
-(``tests/test_attention.py``: 1e-5); chapter 1's grid scored within 5.7e-5 nats of before (default) and
-3.6e-5 (Gemma), inside :data:`~fairnb.models.scoring.SCORE_TOLERANCE`.
+(``tests/test_attention.py``: 1e-5); a tenth of ``make bench``'s whole-word grid scored within 5.7e-5 nats
+of before (default) and 3.6e-5 (Gemma), inside :data:`~fairnb.models.scoring.SCORE_TOLERANCE`.
 """
 from __future__ import annotations
 
