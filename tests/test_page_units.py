@@ -16,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import nbformat
 import pandas as pd
@@ -27,7 +28,7 @@ from fairnb.contract import Chapter, Headline
 from fairnb.models.names import model_slug
 from fairnb.report import book, identity, runner
 from fairnb.report.execution import failed_path, run_pair
-from fairnb.report.kernels import PageKernel
+from fairnb.report.kernels import PageKernel, kernel_transport
 from fairnb.results import load_results, read_page_outputs, record_file
 
 UNIT = Chapter(1, "unitdemo", "Unit demo", "01_unit.ipynb", (Headline("x", "x", "lower is fairer"),))
@@ -372,3 +373,31 @@ def test_an_embedded_model_from_another_wheel_or_conversion_is_another_model(mon
     monkeypatch.setattr(names, "CONVERSION_VERSION", "v-next")
     assert len({before, newer_wheel, identity.model_fingerprint(spec)}) == 3
     assert identity.model_fingerprint(names.ModelSpec.parse("gemma-3-270m")) != before
+
+
+def test_kernels_connect_over_unix_sockets_of_their_own(tmp_path, monkeypatch):
+    """No TCP port for two kernels starting at once to race for: each kernel gets socket paths of its own under the
+    runtime folder, made when missing, and removed when the kernel shuts down; a runtime folder too deep for a
+    socket's path keeps TCP."""
+    runtime = tmp_path / "runtime"
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(runtime))
+    first, second = kernel_transport(), kernel_transport()
+    assert first["transport"] == "ipc" and first["ip"] != second["ip"] and Path(first["ip"]).parent == runtime
+    kernel = PageKernel()
+    try:
+        manager = kernel.for_page(tmp_path)
+        assert manager.transport == "ipc"
+        client = manager.client()
+        client.start_channels()
+        client.wait_for_ready(timeout=60)  # it answers over its sockets
+        manager.close_clients()
+        sockets = sorted(runtime.glob("fairnb-*-[0-9]"))
+        assert len(sockets) == 5 and all(path.is_socket() for path in sockets)
+    finally:
+        kernel.close()
+    deadline = time.monotonic() + 10
+    while list(runtime.glob("fairnb-*-[0-9]")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not list(runtime.glob("fairnb-*-[0-9]"))
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / ("deep" * 30)))
+    assert kernel_transport() == {}

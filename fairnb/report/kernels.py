@@ -17,6 +17,7 @@ import asyncio
 import os
 import signal
 import threading
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from fairnb.report.identity import package_fingerprint
 # reader; errors in cells still reach the notebook and the summary.
 KERNEL_QUIET = ["--IPKernelApp.log_level=CRITICAL"]
 READY_TIMEOUT_S = 60
+SOCKET_PATH_MAX = 100  # a Unix socket's path must stay under 108 bytes
 # IPython's reset with a new history session: the namespace and output history emptied, cells counted from 1
 # (setting the count back alone makes IPython's history print "Session/line number was not unique").
 BETWEEN_PAGES = '''get_ipython().reset(new_session=True)
@@ -44,6 +46,24 @@ def _fairnb_between_pages():
 _fairnb_between_pages()
 del _fairnb_between_pages
 '''
+
+
+def kernel_transport() -> dict[str, str]:
+    """How a kernel and its clients connect: Unix sockets at paths of the kernel's own where the system has them.
+
+    Over localhost TCP the manager picks free ports and the kernel binds them a moment later; a kernel starting
+    at the same time elsewhere (another page slot, the book, a parallel test) can take one in between, and the
+    page fails ("Address already in use", then "Kernel died before replying to kernel_info"; seen in CI).
+    Elsewhere, or where the runtime folder's path is too long for a socket, TCP as before.
+    """
+    from jupyter_core.paths import jupyter_runtime_dir
+
+    folder = jupyter_runtime_dir()
+    prefix = os.path.join(folder, f"fairnb-{uuid.uuid4().hex[:12]}")
+    if os.name != "posix" or len(prefix) + 3 > SOCKET_PATH_MAX:
+        return {}
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    return {"transport": "ipc", "ip": prefix}
 
 
 class _Manager(KernelManager):
@@ -87,7 +107,7 @@ class PageKernel:
         manager = self.manager
         if manager is None:
             # The manager's zmq context is this object's, so closing the kernel never waits on it (see close).
-            manager = self.manager = _Manager(kernel_name="python3", context=zmq.Context())
+            manager = self.manager = _Manager(kernel_name="python3", context=zmq.Context(), **kernel_transport())
             try:
                 manager.start_kernel(cwd=wanted[0], extra_arguments=KERNEL_QUIET)
             finally:
