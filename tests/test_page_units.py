@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -379,7 +380,7 @@ def test_kernels_connect_over_unix_sockets_of_their_own(tmp_path, monkeypatch):
     """No TCP port for two kernels starting at once to race for: each kernel gets socket paths of its own under the
     runtime folder, made when missing, and removed when the kernel shuts down; a runtime folder too deep for a
     socket's path keeps TCP."""
-    runtime = tmp_path / "runtime"
+    runtime = Path(tempfile.mkdtemp(prefix="rt-")) / "runtime"  # tmp_path's own path can be too long for a socket
     monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(runtime))
     first, second = kernel_transport(), kernel_transport()
     assert first["transport"] == "ipc" and first["ip"] != second["ip"] and Path(first["ip"]).parent == runtime
@@ -399,5 +400,6 @@ def test_kernels_connect_over_unix_sockets_of_their_own(tmp_path, monkeypatch):
     while list(runtime.glob("fairnb-*-[0-9]")) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not list(runtime.glob("fairnb-*-[0-9]"))
+    shutil.rmtree(runtime.parent)
     monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / ("deep" * 30)))
     assert kernel_transport() == {}
