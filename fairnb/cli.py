@@ -196,7 +196,7 @@ def export_command(args: argparse.Namespace) -> int:
         raise ValueError(f"No finished run under {results}: run `python -m fairnb run` first.")
     exported = eee.export_runs(runs, check_folder(args.out, "OUT"), args.organization, args.relationship)
     for item in exported:
-        print(f"{item.run.label} × {item.run.chapter.number}. {item.run.chapter.title} ({item.run.preset}): "
+        print(f"{item.run.label} × {item.run.chapter.heading} ({item.run.preset}): "
               f"{Path(args.out) / item.record_path}")
         if item.problem:
             print(f"fairnb export: no instance file for it: {item.problem}", file=sys.stderr)

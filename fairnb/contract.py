@@ -309,6 +309,11 @@ class Chapter:
         if keys and any(k != keys[0] for k in keys):
             raise ValueError(f"Chapter {self.key!r}: every preset must set the same keys.")
 
+    @property
+    def heading(self) -> str:
+        """The chapter as the book's contents name it: ``"1. Bias and volatility"``."""
+        return f"{self.number}. {self.title}"
+
     def settings(self, preset: str, given: Mapping[str, Any] | None = None, **values: Any) -> dict[str, Any]:
         """The run's settings: the preset's values, replaced by every given value that is not ``NOT_GIVEN``.
 

@@ -41,7 +41,7 @@ def metric_cards(chapters: list[Chapter]) -> pd.DataFrame:
     def bound(value):
         return "…" if value is None else f"{value:g}"
 
-    rows = [{"chapter": f"{ch.number}. {ch.title}", "headline": h.label, "measures": h.meaning,
+    rows = [{"chapter": ch.heading, "headline": h.label, "measures": h.meaning,
              "range": f"{bound(h.range[0])} – {bound(h.range[1])}", "ideal": bound(ideal_value(h)),
              "direction": h.direction} for ch in chapters for h in ch.headlines]
     return pd.DataFrame(rows, columns=["chapter", "headline", "measures", "range", "ideal", "direction"])
@@ -217,7 +217,7 @@ def headline_findings(results: pd.DataFrame, chapters: list[Chapter], paired: pd
                     reading = f"{best['model']} is fairest ({values[best['model']]} against {against})" + _lead(
                         paired[(paired["chapter"] == chapter.key) & (paired["headline"] == headline.label)
                                & (paired["preset"] == preset)], best["model"], list(others["model"]), name, family)
-                rows.append({"chapter": f"{chapter.number}. {chapter.title}", "headline": headline.label,
+                rows.append({"chapter": chapter.heading, "headline": headline.label,
                              "preset": preset, **values, "reading": reading})
     return pd.DataFrame(rows)
 

@@ -57,7 +57,7 @@ def summary_table(table: pd.DataFrame, chapters: Sequence[Chapter]) -> pd.DataFr
     for chapter in chapters:
         mine = table[table["chapter"] == chapter.number]
         counts = mine["status"].value_counts()
-        rows.append([f"{chapter.number}. {chapter.title}", len(mine), *(int(counts.get(s, 0)) for s in STATUSES),
+        rows.append([chapter.heading, len(mine), *(int(counts.get(s, 0)) for s in STATUSES),
                      rest_command(mine, chapter.number) if len(mine) else "its paper prints no numbers"])
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 

@@ -47,7 +47,7 @@ def occupation_sentence() -> str:
         >>> occupation_sentence().count("(") == len(occupation_chapters())
         True
     """
-    parts = [f"{ch.number}. {ch.title} ({ch.occupation_score})" for ch in occupation_chapters()]
+    parts = [f"{ch.heading} ({ch.occupation_score})" for ch in occupation_chapters()]
     return ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else "".join(parts)
 
 
@@ -125,7 +125,7 @@ def comparison_table(headline: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
                               aggfunc="first", sort=False).fillna("–")
     table = table.sort_index(level="number", sort_remaining=False).reset_index().drop(columns="number")
     table.columns.name = None
-    titles = {ch.key: f"{ch.number}. {ch.title}" for ch in fairnb.chapters()}  # as the book's contents name them
+    titles = {ch.key: ch.heading for ch in fairnb.chapters()}
     table["chapter"] = [titles.get(key, key) for key in table["chapter"]]
     return table.rename(columns={"label": "headline"})
 

@@ -132,7 +132,7 @@ def link(target: Path, start: Path) -> str:
 def landing_page(chapter, pages: list[Path], runs: Path, results: Path) -> Path:
     """``<runs>/chapters/NN_name.md``: the chapter's title, paper and one link per model (with its status)."""
     path = runs / "chapters" / f"{Path(chapter.notebook).stem}.md"
-    lines = [f"# {chapter.number}. {chapter.title}", ""]
+    lines = [f"# {chapter.heading}", ""]
     if chapter.citation:
         lines += [f"Paper: {chapter.citation.text()} {{cite}}`{chapter.citation.key}`", ""]
     lines += ["This chapter ran on these models:", ""]
@@ -149,7 +149,7 @@ def chapter_table() -> str:
     for ch in fairnb.chapters():
         cited = f"{{cite:t}}`{ch.citation.key}`" if ch.citation else ""
         labels = ", ".join(h.label for h in ch.headlines).replace("|", "\\|")
-        rows.append(f"| {ch.number}. {ch.title} | {cited} | {labels} | "
+        rows.append(f"| {ch.heading} | {cited} | {labels} | "
                     f"{', '.join(ch.needs)} |")
     return "\n".join(rows)
 
@@ -194,7 +194,7 @@ def intro_page(runs: Path, pages: dict[int, list[Path]], results: Path | None = 
     models = list(dict.fromkeys(p.parent for number in sorted(pages) for p in pages[number]))
     head = "| chapter | " + " | ".join(page_model(next(m.glob("*.ipynb"))) for m in models) + " |"
     rows = [head, "|---" * (len(models) + 1) + "|"]
-    titles = {GETTING_STARTED[0]: GETTING_STARTED[1], **{ch.number: f"{ch.number}. {ch.title}" for ch in fairnb.chapters()}}
+    titles = {GETTING_STARTED[0]: GETTING_STARTED[1], **{ch.number: ch.heading for ch in fairnb.chapters()}}
     for number in sorted(pages):
         cells = []
         for model in models:
@@ -248,7 +248,7 @@ def book_toc(runs: str | Path, book_root: str | Path = REPO_ROOT, results: str |
         start = {**entry(first, GETTING_STARTED[1]),
                  **({"sections": [entry(p, page_title(p, folder)) for p in others]} if others else {})}
         parts.append({"caption": "Getting started", "chapters": [start]})
-    chapters = [{**entry(landing_page(ch, pages[ch.number], runs, folder), f"{ch.number}. {ch.title}"),
+    chapters = [{**entry(landing_page(ch, pages[ch.number], runs, folder), ch.heading),
                  "sections": [entry(p, page_title(p, folder)) for p in pages[ch.number]]}
                 for ch in fairnb.chapters() if ch.number in pages]
     if chapters:

@@ -145,7 +145,7 @@ def completeness_rows(model: str, runs: Sequence[FinishedRun], pages: Path,
                       f"rerun with {command}"
             else:
                 why = f"not run: {command}"
-            rows.append([f"{chapter.number}. {chapter.title}", preset, why])
+            rows.append([chapter.heading, preset, why])
     return rows
 
 
@@ -177,8 +177,8 @@ def eval_card(model: str, runs: Sequence[FinishedRun], exported: Mapping[tuple, 
     card += ["## Reproducibility: the model, the machine, the commands", "", table(["", ""], identity), ""]
     card += ["What each run computed, on which data and with which decoding:", ""]
     card += [table(["chapter (its page)", "preset", "data", "decoding"],
-                   [[f"[{run.chapter.number}. {run.chapter.title}]({_link(run.page, here)})" if run.page else
-                     f"{run.chapter.number}. {run.chapter.title}", run.preset, _data(run), _decoding(run)]
+                   [[f"[{run.chapter.heading}]({_link(run.page, here)})" if run.page else
+                     run.chapter.heading, run.preset, _data(run), _decoding(run)]
                     for run in runs]), ""]
     card += ["The command that runs each again, with every parameter that was not the notebook's default:", ""]
     card += [f"- {run.chapter.number} ({run.preset}): `{rerun_command(run)}`" for run in runs] + [""]
@@ -196,7 +196,7 @@ def eval_card(model: str, runs: Sequence[FinishedRun], exported: Mapping[tuple, 
              "From each page's settings table, the rows where the run does not do what the paper (or its official "
              "code) did, in the paper's words.", ""]
     for run in runs:
-        card += [f"### {run.chapter.number}. {run.chapter.title} ({run.preset})", ""]
+        card += [f"### {run.chapter.heading} ({run.preset})", ""]
         if not run.settings_table:
             card += ["The page kept no settings table (it ran before fairnb kept one as data): rerun it to see its "
                      "departures here.", ""]

@@ -289,7 +289,7 @@ def metric_config(chapter: Chapter, headline: Headline) -> dict:
         'Infinity'
     """
     low, high = headline.range
-    details = {"direction": headline.direction, "headline": headline.name, "chapter": f"{chapter.number}. {chapter.title}"}
+    details = {"direction": headline.direction, "headline": headline.name, "chapter": chapter.heading}
     config: dict[str, Any] = {"evaluation_description": headline.meaning or headline.label,
                               "metric_id": f"fairnb.{chapter.key}.{headline.name}", "metric_name": headline.label}
     if headline.direction == "nearer 0.5 is fairer":
@@ -513,7 +513,7 @@ def export_run(run: FinishedRun, organization: str = "fairnb", relationship: str
                         "score_details": score_details(run, headline, rows.iloc[0]),
                         "generation_config": generation_config(run)})
     citation = run.chapter.citation
-    source_details = {"chapter": f"{run.chapter.number}. {run.chapter.title}", "preset": run.preset,
+    source_details = {"chapter": run.chapter.heading, "preset": run.preset,
                       **({"paper": citation.text().replace("*", "")} if citation else {}),
                       f"{DEDUPE}run_fingerprint": run_fingerprint(run), f"{DEDUPE}hash_algorithm": "sha256",
                       f"{DEDUPE}canonicalization_version": CANONICALIZATION}
