@@ -22,8 +22,8 @@ takes another path than a larger one, a product cut between 2 threads another ag
 sums over the padded length, in two matrix products for a small pass and torch's kernel for a large
 one; a prompt after a shared run is computed in two passes), so the same prompt among other
 neighbours, in another cache chunk or on another number of threads (fairnb uses fewer when the
-machine is busy) can differ in the last bits. Any two scorings of one prompt
-agree within :data:`SCORE_TOLERANCE` nats; that is what a rerun being "the same" means.
+machine is busy) can differ in the last bits. Any two scorings of one prompt agree within
+:data:`SCORE_TOLERANCE` nats; that is what a rerun being "the same" means.
 """
 from __future__ import annotations
 

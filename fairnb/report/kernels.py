@@ -23,6 +23,7 @@ from typing import Any
 
 import zmq
 from jupyter_client import KernelManager
+from jupyter_core.paths import jupyter_runtime_dir
 
 from fairnb.report.identity import package_fingerprint
 
@@ -56,11 +57,11 @@ def kernel_transport() -> dict[str, str]:
     page fails ("Address already in use", then "Kernel died before replying to kernel_info"; seen in CI).
     Elsewhere, or where the runtime folder's path is too long for a socket, TCP as before.
     """
-    from jupyter_core.paths import jupyter_runtime_dir
-
+    if os.name != "posix":
+        return {}
     folder = jupyter_runtime_dir()
-    prefix = os.path.join(folder, f"fairnb-{uuid.uuid4().hex[:12]}")
-    if os.name != "posix" or len(prefix) + 3 > SOCKET_PATH_MAX:
+    prefix = os.path.join(folder, f"fairnb-{uuid.uuid4().hex[:12]}")  # the kernel's sockets: prefix-1 ... prefix-5
+    if len(prefix) + 3 > SOCKET_PATH_MAX:
         return {}
     os.makedirs(folder, mode=0o700, exist_ok=True)
     return {"transport": "ipc", "ip": prefix}
