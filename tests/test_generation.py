@@ -86,6 +86,35 @@ def test_fused_top_k_draws_what_the_top_k_warper_then_the_noise_draw():
     assert [type(p).__name__ for p in TOP_K.processors([0], "cpu")] == ["RowGumbel"]
 
 
+@pytest.mark.parametrize("decoding", [TOP_K, generation.Decoding(NEW, 1.0, 20, 0.9), generation.Decoding(NEW, 0.7)],
+                         ids=["top-k", "top-k-top-p", "temperature"])
+def test_choose_picks_the_argmax_of_the_noisy_scores(decoding):
+    """``next_tokens`` (RowGumbel.choose, no noisy vocabulary written) against the argmax of the processors' output,
+    step after step; with a tie at the k-th score in one step."""
+    rows, vocab = 6, 300
+    chosen, full = processors(decoding, rows), processors(decoding, rows)
+    for step in range(4):
+        scores = torch.randn(rows, vocab) * 3
+        if step == 2:
+            scores[4, :7] = scores[4].max() + 1
+        tokens = generation.next_tokens(chosen, torch.arange(rows), scores.clone())
+        assert torch.equal(tokens, full(None, scores.clone()).argmax(-1))
+
+
+def test_a_row_draws_one_uniform_number_per_kept_score():
+    """Top-k 5 draws five numbers a row and step, in vocabulary order: a fresh generator of the same seed drawing
+    five numbers gives that noise (and its next number is the row's next draw)."""
+    scores = torch.randn(2, 300)
+    noisy = processors(TOP_K, 2)[0]
+    drawn = noisy(None, scores.clone())
+    for row in range(2):
+        kept = torch.isfinite(drawn[row]).nonzero().squeeze(-1)
+        uniform = torch.rand(6, generator=torch.Generator().manual_seed(100 + row))
+        expected = scores[row, kept] / TOP_K.temperature + generation._gumbel(uniform[:5])
+        assert torch.equal(drawn[row, kept], expected)
+        assert torch.equal(torch.rand(1, generator=noisy.generators[row]), uniform[5:])
+
+
 @pytest.mark.parametrize("decoding, expected", [
     (generation.Decoding(1, 1.0), [1 / 10, 2 / 10, 3 / 10, 4 / 10]),  # the softmax of log(1..4)
     (generation.Decoding(1, 0.5), [1 / 30, 4 / 30, 9 / 30, 16 / 30]),  # temperature 1/2 squares the odds

@@ -395,7 +395,7 @@ def test_chunked_generation_runs_the_batches_of_one_unchunked_run(tiny_gpt2_path
     decode, batches = generation._decode, {}
     for chunk_rows in (4, 10**9):
         lm = load_model(str(tiny_gpt2_path), device="cpu", use_cache=False)
-        lm.generation_chunk_rows, lm.batch_size = chunk_rows, 4                 # generation batches of 4 (CPU)
+        lm.generation_chunk_rows, lm.batch_size = chunk_rows, 2                 # generation batches of 4 (CPU: twice)
         seen: list = []
         monkeypatch.setattr(generation, "_decode",
                             lambda lm, inputs, *a, seen=seen: seen.append(inputs["input_ids"].tolist()) or decode(lm, inputs, *a))
@@ -613,7 +613,7 @@ def test_a_share_group_split_between_batches_gives_the_plain_texts(tiny_gpt2, mo
     reads the prefix the first part stored, and every row's text is the plain layout's."""
     from fairnb.models import generation
 
-    monkeypatch.setattr(tiny_gpt2, "batch_size", 4)  # 4 rows per decoding batch on a CPU
+    monkeypatch.setattr(tiny_gpt2, "batch_size", 2)  # 4 rows per decoding batch on a CPU (twice the scoring batch)
     prefixes = ["The capital of France is Paris. He and she", "I agree. I disagree. The nurse said that"]
     rows = [p + "\n" + q for p in prefixes for q in (" went to the market.", " bought apples and", " said it")]
     decoding = generation.Decoding(6, 1.0, 10)

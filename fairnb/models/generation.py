@@ -169,12 +169,15 @@ def row_seeds(prompts: Sequence[str], seed: int) -> list[int]:
 
 
 class RowGumbel(LogitsProcessor):
-    """Adds Gumbel noise to each row's scores from that row's own generator (see the module docstring).
+    """Adds Gumbel noise to each row's finite scores from that row's own generator (see the module docstring).
 
-    With ``top_k`` it also divides by ``temperature`` and keeps each row's ``top_k`` best scores
-    (``TemperatureLogitsWarper`` then ``TopKLogitsWarper``, ties at the k-th score included), but
-    scales and noises those scores only: the same draws, without passing over the whole
-    vocabulary three more times each step (~80 ms of a ~450 ms step for 24 rows of Gemma's 262k tokens).
+    A row's generator draws one uniform number per finite score, in vocabulary order: a warper that keeps
+    a few tokens (top-k, top-p) costs a few draws per step, not one per vocabulary entry (1.5 ms a row on
+    Gemma's 262k tokens), and -inf stays -inf. With ``top_k`` it also divides by ``temperature`` and keeps
+    each row's ``top_k`` best scores (``TemperatureLogitsWarper`` then ``TopKLogitsWarper``, ties at the
+    k-th score included), but scales and noises those scores only; :meth:`choose` then picks each row's
+    token among them without writing a noisy vocabulary: the same draws and tokens as the warpers, this
+    noise and an argmax.
     """
 
     def __init__(self, seeds: Sequence[int], device: str | torch.device, top_k: int | None = None,
@@ -186,28 +189,48 @@ class RowGumbel(LogitsProcessor):
         """Keep the generators of ``rows`` only (the rows still decoding, in their new order)."""
         self.generators = [self.generators[r] for r in rows]
 
+    def _noise(self, counts: Sequence[int], device: torch.device) -> torch.Tensor:
+        """Gumbel noise for ``counts[r]`` scores of row ``r``, rows one after the other."""
+        return _gumbel(torch.cat([torch.rand(count, generator=g, device=device)
+                                  for count, g in zip(counts, self.generators)]))
+
+    def _noisy_top_k(self, scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Each row's ``top_k`` scaled scores with their noise and their token ids, in vocabulary order;
+        ``None`` without ``top_k`` or when a row has a tie at the k-th score (or fewer finite scores)."""
+        if self.top_k is None:
+            return None
+        k = min(self.top_k, scores.shape[-1])
+        top, index = scores.topk(min(k + 1, scores.shape[-1]), dim=-1)
+        top = top / self.temperature  # TemperatureLogitsWarper's arithmetic, on these scores only
+        if k < scores.shape[-1] and not bool((top[:, k] < top[:, k - 1]).all()):
+            return None
+        index, order = index[:, :k].sort(dim=-1)
+        top = top.gather(1, order)
+        return top + self._noise([k] * len(top), scores.device).view(top.shape), index
+
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        uniform = torch.empty(scores.shape, device=scores.device)
-        for row, g in zip(uniform, self.generators):
-            torch.rand(scores.shape[-1], generator=g, device=scores.device, out=row)
         values = scores.float()
+        top = self._noisy_top_k(values)
+        if top is not None:
+            return cast(torch.FloatTensor, torch.full_like(values, -math.inf).scatter_(1, top[1], top[0]))
         if self.top_k is not None:
-            k = min(self.top_k, values.shape[-1])
-            top, index = values.topk(min(k + 1, values.shape[-1]), dim=-1)
-            top = top / self.temperature  # TemperatureLogitsWarper's arithmetic, on these scores only
-            if k == values.shape[-1] or bool((top[:, k] < top[:, k - 1]).all()):  # no tie at the k-th score
-                noisy = torch.full_like(values, -math.inf)
-                top, index = top[:, :k], index[:, :k]
-                return cast(torch.FloatTensor, noisy.scatter_(1, index, top + _gumbel(uniform.gather(1, index))))
             values = values / self.temperature
-            values = values.masked_fill(values < top[:, k - 1:k], -math.inf)  # keeps the ties, as TopKLogitsWarper
-        # noise only where a warper left the score finite (top-k keeps a few): -inf stays -inf
+            kth = values.topk(min(self.top_k, values.shape[-1]), dim=-1).values[:, -1:]
+            values = values.masked_fill(values < kth, -math.inf)  # keeps the ties, as TopKLogitsWarper
         kept = torch.isfinite(values)
         if bool(kept.all()):
-            return cast(torch.FloatTensor, values + _gumbel(uniform))
+            return cast(torch.FloatTensor, values + self._noise([values.shape[-1]] * len(values), values.device)
+                        .view(values.shape))
         noisy = torch.full_like(values, -math.inf)
-        noisy[kept] = values[kept] + _gumbel(uniform[kept])
+        noisy[kept] = values[kept] + self._noise(kept.sum(-1).tolist(), values.device)
         return cast(torch.FloatTensor, noisy)
+
+    def choose(self, scores: torch.Tensor) -> torch.Tensor:
+        """Each row's drawn token: the argmax of :meth:`__call__`'s noisy scores, the same draws."""
+        top = self._noisy_top_k(scores.float())
+        if top is None:
+            return self(cast(torch.LongTensor, None), cast(torch.FloatTensor, scores)).argmax(-1)
+        return top[1].gather(1, top[0].argmax(-1, keepdim=True)).squeeze(1)
 
 
 def _gumbel(uniform: torch.Tensor) -> torch.Tensor:
@@ -221,6 +244,15 @@ def eos_ids(lm: LanguageModel) -> list[int]:
     own = lm.model.generation_config
     eos = own.eos_token_id if own is not None else lm.tokenizer.eos_token_id
     return [] if eos is None else [int(eos)] if isinstance(eos, int) else [int(e) for e in eos]
+
+
+def next_tokens(processors: LogitsProcessorList, rows: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+    """Each row's next token: the argmax of the processed ``scores``; a :class:`RowGumbel` at the end picks
+    its draws itself (:meth:`RowGumbel.choose`)."""
+    ids = cast(torch.LongTensor, rows[:, None])
+    if processors and isinstance(processors[-1], RowGumbel):
+        return processors[-1].choose(LogitsProcessorList(processors[:-1])(ids, cast(torch.FloatTensor, scores)))
+    return processors(ids, cast(torch.FloatTensor, scores)).argmax(-1)
 
 
 def _line_ended(lm: LanguageModel, new: torch.Tensor) -> torch.Tensor:
@@ -252,7 +284,7 @@ def _decode(lm: LanguageModel, inputs: dict, mask: torch.Tensor, cache, processo
             start, start + width, device=device))) if name in takes}  # the last position's logits only
         logits = lm.model(**inputs, attention_mask=mask, position_ids=position_ids(mask)[:, start:],
                           past_key_values=cache, use_cache=True, **extra).logits
-        tokens = processors(cast(torch.LongTensor, alive[:, None]), logits[:, -1].float()).argmax(-1)
+        tokens = next_tokens(processors, alive, logits[:, -1].float())
         new[alive, step] = tokens
         done = torch.isin(tokens, eos)
         if first_line:
@@ -549,12 +581,12 @@ def fill_batches(groups: list[tuple[list[int], int]], batch_rows: int) -> list[l
 
 
 def decoding_rows(lm: LanguageModel) -> int:
-    """Rows per decoding batch: ``lm.batch_size`` on a CPU, half of it elsewhere (sized for scoring rows,
+    """Rows per decoding batch: twice ``lm.batch_size`` on a CPU, half of it elsewhere (sized for scoring rows,
     which hold no new tokens). On a CPU memory is not the limit; one decoding step costs about as much
-    fixed work as ~25 rows (SmolLM2 on one thread), which a larger batch shares (64 chapter-4-like chat
-    prompts, greedy, 24 tokens, interleaved twice under load: 98 / 108 s at 32 rows, 73 / 102 s at 64,
-    the same texts)."""
-    return max(1, lm.batch_size if str(lm.device) == "cpu" else lm.batch_size // 2)
+    fixed work as ~25 rows (SmolLM2 on one thread; Gemma-3's 262k-entry output head more), which a larger
+    batch shares: 90 group-fairness answers took 19.4 + 8.8 s as 64 + 26 rows and 22.8 s as one batch on the
+    default model, 19.3 + 11.1 s and 26.0 s on Gemma-3 (greedy, 32 tokens, the same texts)."""
+    return max(1, 2 * lm.batch_size if str(lm.device) == "cpu" else lm.batch_size // 2)
 
 
 def generate(

@@ -22,7 +22,7 @@ from fairnb.models.batching import Progress, chunk_bounds, threads_for_load
 from fairnb.models.cache import DiskCache, cache_key
 from fairnb.models.names import BASE_MODELS, ModelSpec, model_slug
 
-CACHE_VERSION = 2  # bump when scoring or generation changes what they return for the same inputs
+CACHE_VERSION = 3  # bump when scoring or generation changes what they return for the same inputs
 
 
 def text_list(value: Any, what: str) -> list[str]:
