@@ -570,9 +570,10 @@ def test_shared_prefix_generation_equals_the_plain_layout(tiny_gpt2):
     for decoding in (generation.Decoding(8), generation.Decoding(8, 1.0, 10)):
         seeds = generation.row_seeds(rows, 0)
         plain = generation.generate(tiny_gpt2, rows, decoding, seeds, share_prefixes=False)
-        before = len(store.entries)
+        store.entries.clear()  # the plain run kept its rows, which the shared layout would read instead
+        store.size = 0
         assert generation.generate(tiny_gpt2, rows, decoding, seeds) == plain
-        assert len(store.entries) > before or decoding.sampled  # the greedy run stored the two prefixes
+        assert len(store.entries) > len(rows) or decoding.sampled  # the greedy run stored the two prefixes too
         assert generation.generate(tiny_gpt2, rows, decoding, seeds) == plain  # read back from the store
         soft_rows = ["\n" + q for q in prompts] * 2
         assert (generation.generate(tiny_gpt2, soft_rows, decoding, seeds, prefix_embeds=soft)
@@ -624,6 +625,33 @@ def test_a_share_group_split_between_batches_gives_the_plain_texts(tiny_gpt2, mo
     texts = generation.generate(tiny_gpt2, rows, decoding, seeds)
     assert batches == [4, 2]
     assert texts == generation.generate(tiny_gpt2, rows, decoding, seeds, share_prefixes=False)
+
+
+def test_a_second_stage_reads_the_states_of_the_first(tiny_gpt2, monkeypatch):
+    """A decoded row's states (its prompt and the tokens it was fed) stay in the model's store: a second call
+    whose prompts quote the first call's prompts and texts encodes only the rest, and its texts are the plain
+    layout's. A call whose states would take more than its share of the store keeps none."""
+    from fairnb.models import generation
+
+    tok = tiny_gpt2.tokenizer
+    first = ["The nurse said that she", "A doctor walked into the room and", "My neighbour"]
+    decoding = generation.Decoding(6)
+    generation._STORES.pop(tiny_gpt2.model, None)
+    texts = generation.generate(tiny_gpt2, first, decoding, [0] * 3)
+    second = [f + t + " So:" for f, t in zip(first, texts)]
+    store = generation.prefix_store(tiny_gpt2)
+    for prompt, row in zip(first, second):
+        assert store.longest(tok(row).input_ids)[0] >= len(tok(prompt).input_ids) + 3
+    shared: list = []
+    monkeypatch.setattr(generation, "_generate_shared",
+                        lambda *a, run=generation._generate_shared: shared.append(1) or run(*a))
+    assert generation.generate(tiny_gpt2, second, decoding, [0] * 3) == generation.generate(
+        tiny_gpt2, second, decoding, [0] * 3, share_prefixes=False)
+    assert shared
+    monkeypatch.setattr(generation, "KEPT_SHARE", 10**9)
+    generation._STORES.pop(tiny_gpt2.model)
+    generation.generate(tiny_gpt2, first, decoding, [0] * 3)
+    assert not generation.prefix_store(tiny_gpt2).entries
 
 
 def test_a_prompts_scores_do_not_depend_on_its_batch(tiny_gpt2_path, tmp_path, monkeypatch):

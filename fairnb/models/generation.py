@@ -19,8 +19,11 @@ alone and in a padded batch.
 Rows that begin alike (one prefix put before several prompts, as a counterfactual certificate does) have that
 shared prefix encoded once: its key/value states are computed for one row, kept in a
 per-model :class:`PrefixStore` and copied to every row that starts with it, in this call and
-later ones, and only the rest of each row is encoded anew (:func:`share_groups`). The
-numbers are those of the plain layout up to floating-point rounding.
+later ones, and only the rest of each row is encoded anew (:func:`share_groups`). A call whose
+rows' states fit in half the store keeps each row's states, prompt and text, as it finishes: a
+later prompt that quotes a row's prompt and text (a second stage asking for the final line of
+a chain of thought) starts from them. The numbers are those of the plain layout up to
+floating-point rounding.
 """
 from __future__ import annotations
 
@@ -261,8 +264,37 @@ def _line_ended(lm: LanguageModel, new: torch.Tensor) -> torch.Tensor:
     return torch.tensor([_LINE_END.search(text) is not None for text in texts], device=new.device)
 
 
+KEPT_SHARE = 2  # a call's rows are kept when their states take at most 1/KEPT_SHARE of the store's budget
+
+
+def _keeps(lm: LanguageModel, cache, mask: torch.Tensor, max_new_tokens: int) -> bool:
+    """Whether a call's rows may keep their states: at most ``1/KEPT_SHARE`` of the store's budget once
+    every row has its ``max_new_tokens``, and every layer holds every position (no sliding window cut)."""
+    if any(layer.keys.shape[-2] != mask.shape[1] for layer in cache.layers):
+        return False
+    per_position = sum(layer.keys[0, :, :1].nbytes + layer.values[0, :, :1].nbytes for layer in cache.layers)
+    store = prefix_store(lm)
+    return mask.shape[0] * (mask.shape[1] + max_new_tokens) * per_position <= store.budget // KEPT_SHARE
+
+
+def _keep_rows(lm: LanguageModel, cache, mask: torch.Tensor, at: Sequence[int], alive: torch.Tensor,
+               items: Sequence[Sequence[int]], fed: torch.Tensor) -> None:
+    """Put the states of the rows at batch positions ``at`` in the model's store, keyed by their items and
+    the tokens they were fed (``fed``, by original row): a later prompt that starts with a row's prompt and
+    text (a second stage that quotes the first) reads them instead of encoding them again."""
+    if any(layer.keys.shape[-2] != mask.shape[1] for layer in cache.layers):
+        return  # a sliding-window layer dropped positions
+    store = prefix_store(lm)
+    for i in at:
+        row, positions = int(alive[i]), mask[i].nonzero().squeeze(-1)
+        states = [(layer.keys[i][:, positions].clone(), layer.values[i][:, positions].clone())
+                  for layer in cache.layers]
+        store.put(list(items[row]) + fed[row].tolist(), states)
+
+
 def _decode(lm: LanguageModel, inputs: dict, mask: torch.Tensor, cache, processors: LogitsProcessorList,
-            max_new_tokens: int, first_line: bool = False) -> torch.Tensor:
+            max_new_tokens: int, first_line: bool = False,
+            items: Sequence[Sequence[int]] | None = None) -> torch.Tensor:
     """New token ids ``[rows, steps]`` (pad after a row's end-of-sequence token), one token per step.
 
     ``inputs`` holds the ``input_ids`` or ``inputs_embeds`` of the positions not in ``cache``
@@ -270,7 +302,8 @@ def _decode(lm: LanguageModel, inputs: dict, mask: torch.Tensor, cache, processo
     runs the model on the rows still decoding only: a row that emitted an end-of-sequence token
     (or, with ``first_line``, ended its first non-blank line) leaves the batch (its input, mask,
     cached keys/values and generator), so the texts are ``model.generate``'s while finished rows
-    cost nothing.
+    cost nothing. With ``items`` (each row's prompt items) a row's states, its prompt and text, go to the
+    model's :class:`PrefixStore` as it leaves (:func:`_keep_rows`).
     """
     device = mask.device
     eos = torch.tensor(eos_ids(lm), dtype=torch.long, device=device)
@@ -289,7 +322,13 @@ def _decode(lm: LanguageModel, inputs: dict, mask: torch.Tensor, cache, processo
         done = torch.isin(tokens, eos)
         if first_line:
             done |= _line_ended(lm, new[alive, :step + 1])
-        if step == max_new_tokens - 1 or bool(done.all()):
+        last = step == max_new_tokens - 1 or bool(done.all())
+        if step == 0 and items is not None and not _keeps(lm, cache, mask, max_new_tokens):
+            items = None
+        if items is not None and (last or bool(done.any())):
+            leaving = torch.ones_like(done) if last else done
+            _keep_rows(lm, cache, mask, leaving.nonzero().squeeze(-1).tolist(), alive, items, new[:, :step])
+        if last:
             break
         start += width
         if bool(done.any()):  # one host sync per step
@@ -521,27 +560,34 @@ def _without_head(lm: LanguageModel):
 def _generate_shared(lm: LanguageModel, rows: _Rows, groups: list[tuple[list[int], int]],
                      processors: LogitsProcessorList, decoding: Decoding):
     """New token ids of the groups' rows: shared prefixes from :func:`_encode_shared`, copied
-    to each member; each row's own rest encoded by :func:`_decode` on that cache."""
+    to each member, or a member's own longer stored start (a row an earlier call decoded, which
+    this row quotes); each row's own rest encoded by :func:`_decode` on that cache."""
     states = _encode_shared(lm, rows, groups)
-    members = [(r, g) for g, (rs, _) in enumerate(groups) for r in rs]
-    past = max(shared for _, shared in groups)
-    rest = max(len(rows.items[r]) - groups[g][1] for r, g in members)
+    store = prefix_store(lm)
+    members, starts = [], []
+    for g, (rs, shared) in enumerate(groups):
+        for r in rs:
+            have, own = store.longest(rows.items[r][:-1])
+            members.append(r)
+            starts.append((have, own) if have > shared else (shared, states[g]))
+    past = max(have for have, _ in starts)
+    rest = max(len(rows.items[r]) - have for r, (have, _) in zip(members, starts))
     ids = torch.full((len(members), past + rest), lm.tokenizer.pad_token_id, dtype=torch.long)
     mask = torch.zeros_like(ids)
-    for i, (r, g) in enumerate(members):
-        shared, row = groups[g][1], rows.ids(r)
-        ids[i, past - shared:past], mask[i, past - shared:past] = torch.tensor(row[:shared]), 1
-        ids[i, past + rest - (len(row) - shared):], mask[i, past + rest - (len(row) - shared):] = torch.tensor(row[shared:]), 1
-    by_row = torch.as_tensor([g for _, g in members], device=lm.device)
-    padded = [(k.index_select(0, by_row), v.index_select(0, by_row)) for k, v in _pad_states(states, past)]
+    for i, (r, (have, _)) in enumerate(zip(members, starts)):
+        row = rows.ids(r)
+        ids[i, past - have:past], mask[i, past - have:past] = torch.tensor(row[:have]), 1
+        ids[i, past + rest - (len(row) - have):], mask[i, past + rest - (len(row) - have):] = torch.tensor(row[have:]), 1
+    padded = _pad_states([own for _, own in starts], past) if past else None  # a batch of rows with nothing stored
     new = _decode(lm, dict(input_ids=ids[:, past:].to(lm.device)), mask.to(lm.device), _cache(lm, padded),
-                  processors, decoding.max_new_tokens, decoding.first_line)
-    return [r for r, _ in members], new
+                  processors, decoding.max_new_tokens, decoding.first_line, [rows.items[r] for r in members])
+    return members, new
 
 
 def _shared_batches(lm: LanguageModel, rows: _Rows, batch_rows: int, extra: int) -> list[list[tuple[list[int], int]]] | None:
     """Batches of share groups when sharing saves at least :data:`SHARED_SAVING` of the prompt
-    positions (the longest stored prefix of each group counted as free), else None."""
+    positions (the longest stored prefix of each group, or of a member's own start, counted as free),
+    else None."""
     window = getattr(lm.model.config.get_text_config(decoder=True), "sliding_window", None)
     if window and 2 * max(len(i) for i in rows.items) + extra >= window:
         return None  # a sliding-window layer would drop positions of the padded layout
@@ -551,7 +597,8 @@ def _shared_batches(lm: LanguageModel, rows: _Rows, batch_rows: int, extra: int)
     store = prefix_store(lm)
     plain = sum(len(i) for i in rows.items)
     shared = sum(shared - min(store.longest(rows.items[m[0]][:shared])[0], shared)
-                 + sum(len(rows.items[r]) - shared for r in m) for m, shared in groups)
+                 + sum(len(rows.items[r]) - max(shared, store.longest(rows.items[r][:-1])[0]) for r in m)
+                 for m, shared in groups)
     if shared > (1 - SHARED_SAVING) * plain:
         return None
     return fill_batches(groups, batch_rows)
@@ -636,7 +683,7 @@ def generate(
                 embeds, mask = _with_prefix(lm, ids, mask, prefix, [len(heads[i]) for i in batch])
                 inputs = dict(inputs_embeds=embeds)
             new = _decode(lm, inputs, mask, _cache(lm, None), processors(batch), decoding.max_new_tokens,
-                          decoding.first_line)
+                          decoding.first_line, [items.items[i] for i in batch])
             for i, seq in zip(batch, new):
                 texts[i] = decoding.trim(tok.decode(seq, skip_special_tokens=True))
     return texts
