@@ -10,9 +10,11 @@ the layer that runs the notebooks.
 from __future__ import annotations
 
 import html
+import importlib.metadata
 import math
 import os
 import platform
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -39,16 +41,19 @@ PUBLISHED_NOTE = ("**Beside the paper's numbers.** Where the paper prints a numb
 
 # --- the top of a page ---------------------------------------------------------------------------
 
+def _version(package: str) -> str:
+    """An installed package's version, without importing it: the book's comparison and reproduction pages load
+    no model, and importing torch and transformers for their versions cost each ~2.7 s of CPU."""
+    return str(getattr(sys.modules.get(package), "__version__", "") or importlib.metadata.version(package))
+
+
 def run_card_table(**parameters) -> pd.DataFrame:
     """A two-column table of the parameters a chapter ran with, plus versions and machine."""
-    import torch
-    import transformers
-
     from fairnb import __version__
 
     info = dict(parameters)
-    info.update({"fairnb": __version__, "transformers": transformers.__version__,
-                 "torch": torch.__version__, "machine": f"{platform.machine()} {os.cpu_count()} cores"})
+    info.update({"fairnb": __version__, "transformers": _version("transformers"),
+                 "torch": _version("torch"), "machine": f"{platform.machine()} {os.cpu_count()} cores"})
     return pd.DataFrame({"parameter": list(info), "value": [str(v) for v in info.values()]})
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import http.server
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -434,3 +435,16 @@ def test_a_full_disk_during_the_book_is_one_sentence_and_the_earlier_book_stays(
         assert (tmp_path / f"after{case}").read_text() == (tmp_path / "before").read_text() != "", name
         assert ("Building the book with jupyter-book" in (tmp_path / f"out{case}").read_text()) == (name == "2 MB")
         assert (tmp_path / f"temporaries{case}").read_text() == "" and (tmp_path / f"comparison{case}").read_text(), name
+
+
+def test_a_run_card_reads_the_library_versions_without_importing_them():
+    """The comparison and reproduction pages load no model: their run cards give torch's and transformers'
+    versions as the modules would, without importing them (~2.7 s of CPU each)."""
+    code = ("import sys; from fairnb.page import run_card_table; "
+            "card = run_card_table(seed=0).set_index('parameter')['value']; "
+            "imported = 'torch' in sys.modules or 'transformers' in sys.modules; import torch, transformers; "
+            "print(imported, card['torch'] == torch.__version__, card['transformers'] == transformers.__version__)")
+    root = Path(fairnb.__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=root,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+    assert done.stdout.split() == ["False", "True", "True"], done.stderr[-2000:]
