@@ -267,10 +267,15 @@ def _line_ended(lm: LanguageModel, new: torch.Tensor) -> torch.Tensor:
 KEPT_SHARE = 2  # a call's rows are kept when their states take at most 1/KEPT_SHARE of the store's budget
 
 
+def _holds_every_position(cache, mask: torch.Tensor) -> bool:
+    """Whether every layer of ``cache`` holds every position of ``mask`` (a sliding-window layer drops old ones)."""
+    return all(layer.keys.shape[-2] == mask.shape[1] for layer in cache.layers)
+
+
 def _keeps(lm: LanguageModel, cache, mask: torch.Tensor, max_new_tokens: int) -> bool:
     """Whether a call's rows may keep their states: at most ``1/KEPT_SHARE`` of the store's budget once
-    every row has its ``max_new_tokens``, and every layer holds every position (no sliding window cut)."""
-    if any(layer.keys.shape[-2] != mask.shape[1] for layer in cache.layers):
+    every row has its ``max_new_tokens``, and every layer holds every position."""
+    if not _holds_every_position(cache, mask):
         return False
     per_position = sum(layer.keys[0, :, :1].nbytes + layer.values[0, :, :1].nbytes for layer in cache.layers)
     store = prefix_store(lm)
@@ -282,8 +287,8 @@ def _keep_rows(lm: LanguageModel, cache, mask: torch.Tensor, at: Sequence[int], 
     """Put the states of the rows at batch positions ``at`` in the model's store, keyed by their items and
     the tokens they were fed (``fed``, by original row): a later prompt that starts with a row's prompt and
     text (a second stage that quotes the first) reads them instead of encoding them again."""
-    if any(layer.keys.shape[-2] != mask.shape[1] for layer in cache.layers):
-        return  # a sliding-window layer dropped positions
+    if not _holds_every_position(cache, mask):
+        return
     store = prefix_store(lm)
     for i in at:
         row, positions = int(alive[i]), mask[i].nonzero().squeeze(-1)
