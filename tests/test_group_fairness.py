@@ -517,6 +517,29 @@ def test_notebook_runs_on_tiny_model(tiny_gpt2_path, tmp_path, preset):
         assert "the shipped schema has 8 × 8" in shown and "but the shipped schema holds 8 × 8" in shown
 
 
+@pytest.mark.parametrize("name, text, message", [
+    ("descriptors.json", "index\tgenre\tfilename\n0\tmain-captions\tMSRvid\n", "is not JSON"),
+    ("descriptors.json", "", "is not JSON"),
+    ("sbic.csv", "1 [The cook] thanked the nurse because [he] was hungry.\n2 The cook thanked [the nurse] because [she] "
+                 "helped.\n3 After lunch, [the nurse] thanked the cook because [she] was full.\n", "is not a readable CSV table"),
+    ("sbic.csv", "", "is not a readable CSV table"),
+    ("schema.yaml", "", "is not a schema"),
+    ("schema.yaml", "type,sample,occ_1\ntype1,The cook met the nurse,cook\n", "is not a schema"),
+    ("schema.yaml", "index\tgenre\tfilename\n0\tmain-captions\tMSRvid\n", "is not valid YAML"),
+    ("schema.yaml", "AG:\n  targets: young\n  attributes: [stink]\n", "'targets' and 'attributes', each a list"),
+], ids=["descriptors-tsv", "descriptors-empty", "sbic-winobias", "sbic-empty", "schema-empty", "schema-csv",
+        "schema-tsv", "schema-string-targets"])
+def test_wrong_data_files_are_one_sentence_with_their_path(tmp_path, name, text, message):
+    """Another chapter's file, an empty file or a malformed one is refused early, in one sentence naming it."""
+    load = {"schema.yaml": load_schema, "descriptors.json": holisticbias_targets,
+            "sbic.csv": lambda p: sbic_attributes(p, nlp=None)}[name]
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(ValueError, match=message) as error:
+        load(path)
+    assert str(path) in str(error.value) and "\n" not in str(error.value)
+
+
 @pytest.mark.parametrize("name", ["schema.yaml", "descriptors.json", "sbic.csv"])
 @BAD_BODIES
 def test_binary_data_files_are_one_sentence_with_their_path(tmp_path, name, body, message):

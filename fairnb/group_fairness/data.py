@@ -114,10 +114,16 @@ def load_schema(path: str | Path | None = None) -> GFairSchema:
     path = Path(path) if path is not None else shipped_file("group_fairness", "schema.yaml")
     if not path.exists():
         raise ValueError(f"Schema file {path} does not exist.")
-    raw = yaml.safe_load(read_text_file(path, "schema file")) or {}
+    try:
+        raw = yaml.safe_load(read_text_file(path, "schema file"))
+    except yaml.YAMLError as error:
+        raise ValueError(f"The schema file {path} is not valid YAML ({getattr(error, 'problem', None) or error}).") from None
+    if not isinstance(raw, dict) or not raw:
+        raise ValueError(f"The schema file {path} is not a schema: expected dimension codes, each with its "
+                         "targets and attributes.")
     for code, entry in raw.items():
-        if not isinstance(entry, dict) or not {"targets", "attributes"} <= set(entry):
-            raise ValueError(f"Dimension {code!r} of {path} needs the keys 'targets' and 'attributes'.")
+        if not isinstance(entry, dict) or not all(isinstance(entry.get(key), list) for key in ("targets", "attributes")):
+            raise ValueError(f"Dimension {code!r} of {path} needs the keys 'targets' and 'attributes', each a list.")
     return GFairSchema({c: _unique(e["targets"]) for c, e in raw.items()},
                        {c: _unique(e["attributes"]) for c, e in raw.items()})
 
@@ -146,7 +152,10 @@ def holisticbias_targets(path: str | Path, axes: Mapping[str, str] = HOLISTICBIA
         >>> sorted(targets)
         ['AB', 'AG', 'BT', 'NT', 'RG', 'SO']
     """
-    raw = json.loads(read_text_file(path, "HolisticBias descriptors file"))
+    try:
+        raw = json.loads(read_text_file(path, "HolisticBias descriptors file"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"The HolisticBias descriptors file {path} is not JSON ({error.msg} at line {error.lineno}).") from None
     if not isinstance(raw, dict):
         raise ValueError(f"{path} is not a HolisticBias descriptors file: expected an object of axes.")
     found = [axis for axis in raw if axis in axes]
@@ -264,7 +273,11 @@ def sbic_attributes(path: str | Path, nlp: Callable | str | None = "auto",
         >>> sorted(table.dimension.unique())
         ['AB', 'AG', 'BT', 'GS', 'NT', 'PI', 'RE', 'RG', 'SC', 'SO']
     """
-    frame = pd.read_csv(io.StringIO(read_text_file(path, "SBIC file")))
+    text = read_text_file(path, "SBIC file")
+    try:
+        frame = pd.read_csv(io.StringIO(text))
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
+        raise ValueError(f"The SBIC file {path} is not a readable CSV table ({str(error).strip()}).") from None
     missing = [c for c in SBIC_COLUMNS if c not in frame.columns]
     if missing:
         raise ValueError(f"{path} lacks the SBIC columns {missing}.")
