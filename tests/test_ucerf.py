@@ -347,6 +347,7 @@ def test_synthbias_winobias_format_folder_is_read(tmp_path):
     (folder / "type2-anti.txt").write_text("\n".join(WINO_ANTI[:2]) + "\n")
     table = load_coref(str(folder))
     assert table["pair_id"].nunique() == 2 and set(table["type"]) == {2}
+    assert table["pair_id"].str.startswith("synthbias-type2-").all()  # SynthBias's pairs, not a WinoBias split
     assert table.equals(load_winobias(folder))
 
 
@@ -374,6 +375,24 @@ def test_load_synthbias_pairs_rows_and_labels(tmp_path):
     assert tailor.loc["her", "stereotype"] == "pro" and tailor.loc["him", "occupation_2"] == "construction worker"
     with pytest.warns(UserWarning, match="SynthBias"):
         assert load_coref(str(path), format="auto").equals(table)
+
+
+def test_synthbias_sentence_under_two_referents_is_two_pairs(tmp_path):
+    """SynthBias holds some type-1 sentences twice, once with each occupation as occ_1 (the designated referent),
+    interleaved in the file: each referent's two rows are one pair, and no row is dropped."""
+    sentence = "The driver met the nurse at the station, and {} waved."
+    rows = [(referent, other, pronoun) for pronoun in ("she", "he") for referent, other in
+            (("driver", "nurse"), ("nurse", "driver"))]
+    path = tmp_path / "synthbias.csv"
+    path.write_text("type,sample,occ_1,occ_2,pronoun,is_stereotypical\n" + "".join(
+        f'type1,"{sentence.format(p)}",{r},{o},{p},ambiguous\n' for r, o, p in rows))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        table = load_synthbias(path)
+    assert len(table) == 4 and table["pair_id"].nunique() == 2
+    assert table.groupby("pair_id")["referent"].nunique().eq(1).all()
+    pro = table[table["stereotype"] == "pro"].set_index("referent")["pronoun"]
+    assert pro.to_dict() == {"driver": "he", "nurse": "she"}  # BLS: drivers mostly men, nurses mostly women
 
 
 def test_load_synthbias_rejects_missing_columns(tmp_path):

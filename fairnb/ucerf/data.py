@@ -16,7 +16,7 @@ Loaders read the datasets' own files; nothing of them ships with fairnb:
   ``type,sample,occ_1,occ_2,pronoun,is_stereotypical`` (``type1``/``type2``; ``True``/``False``
   for type 2, ``ambiguous`` for type 1), as CSV or as JSON / JSON lines with the same fields.
   ``occ_1`` is the referent of type-2 rows and the designated referent of the ambiguous type-1
-  rows. Minimal pairs are the rows whose sentences differ only in the pronoun.
+  rows. Minimal pairs are the rows whose sentences differ only in the pronoun and that share ``occ_1``.
 
 A file or folder that is not one of these is rejected with one sentence, and so is one in
 which no line or row can be read (never an empty table or a silent success).
@@ -277,6 +277,7 @@ def _winobias_split(folder: Path, split: str, occupations: Sequence[str] | None,
     """The minimal pairs of one split (both types); unparsable line pairs are added to ``dropped``."""
     rows = []
     found_types = 0
+    source = "synthbias" if _synthbias_layout(folder) else f"winobias-{split}"  # SynthBias's copy has no split
     for t in (1, 2):
         paths = _winobias_paths(folder, t, split)
         if not any(p.exists() for p in paths.values()):
@@ -305,7 +306,7 @@ def _winobias_split(folder: Path, split: str, occupations: Sequence[str] | None,
             parsed_here += 1
             first, second = (p["referent"], p["other"]) if p["referent_first"] else (p["other"], p["referent"])
             for stereotype, parsed in (("pro", p), ("anti", a)):
-                rows.append(CorefPair(f"winobias-{split}-type{t}-{i:04d}", t, stereotype, parsed["sentence"],
+                rows.append(CorefPair(f"{source}-type{t}-{i:04d}", t, stereotype, parsed["sentence"],
                                       parsed["pronoun"], first, second, parsed["referent"]))
         if not parsed_here:
             raise ValueError(f"None of the {len(pro)} line pairs of {paths['pro'].name} and {paths['anti'].name} "
@@ -361,7 +362,7 @@ def read_synthbias_rows(path: str | Path) -> pd.DataFrame:
 
 
 def load_synthbias(path: str | Path) -> pd.DataFrame:
-    """Load a SynthBias file as a coref table, pairing rows that differ only in the pronoun.
+    """Load a SynthBias file as a coref table, pairing rows that differ only in the pronoun and share ``occ_1``.
 
     ``occ_1`` is the referent (type 2) or the designated referent (type 1, where the paper's
     minimal pairs score against it too). Type-2 rows carry ``is_stereotypical``; for type-1
@@ -372,9 +373,10 @@ def load_synthbias(path: str | Path) -> pd.DataFrame:
     raw = read_synthbias_rows(path)
     raw["gender"] = raw["pronoun"].map(PRONOUN_GENDER)
     raw["key"] = [re.sub(rf"\b{p}\b", "<pronoun>", s, flags=re.IGNORECASE) for s, p in zip(raw["sample"], raw["pronoun"])]
-    groups = raw.groupby(["type", "key"], sort=False)
+    # A pair shares its referent: SynthBias holds some type-1 sentences twice, once per designated referent.
+    groups = raw.groupby(["type", "key", "occ_1"], sort=False)
     raw["pair"] = groups.ngroup()
-    raw["referent"] = groups["occ_1"].transform("first")
+    raw["referent"] = raw["occ_1"]
     raw["other"] = groups["occ_2"].transform("first")
     stereotyped = _stereotyped_gender(sorted(set(raw["referent"])))
     derived = np.where(raw["gender"] == raw["referent"].map(stereotyped), "pro", "anti")
