@@ -454,6 +454,69 @@ def test_user_word_lists(tmp_path):
         probes.load_attribute_words(lonely)
 
 
+def test_official_text_word_lists_load_as_dataset_py_reads_them(tmp_path):
+    """data/example_race.txt's format (dataset.py: a category a line, its words split on commas), named by the
+    first word; data/gender.txt has no final newline."""
+    race = tmp_path / "example_race.txt"
+    race.write_text("white,caucasian,european\nblack,african,negroid,afrodescendant\nasian,oriental,mongoloid\n"
+                    "hispanic,latino,latinx\namerican indian,native american")
+    assert probes.load_attribute_words(race) == {
+        "white": ["white", "caucasian", "european"], "black": ["black", "african", "negroid", "afrodescendant"],
+        "asian": ["asian", "oriental", "mongoloid"], "hispanic": ["hispanic", "latino", "latinx"],
+        "american indian": ["american indian", "native american"]}
+    gender = tmp_path / "gender.txt"
+    gender.write_text("son,male,boy,father,he,husband,man\ndaughter,female,girl,mother,she,wife,woman")
+    assert probes.word_list_source(gender) == "gender.txt: 7 + 7 words"
+    assert probes.load_attribute_words(gender, casing="both")["son"][:4] == ["son", "Son", "male", "Male"]
+    gender.write_text("son,male,boy\nson,he\ndaughter,she\n")
+    with pytest.raises(ValueError, match="starts two lines with 'son'"):
+        probes.load_attribute_words(gender)
+
+
+def test_official_occupation_table_loads_as_gender_occ_batch_reads_it(tmp_path):
+    """data/occupation.csv: gender_occ_batch.py keeps the titles whose A1, A2 and A3 are all RES (the header and
+    the 'NA' labels are no occupation); data/occ.txt, one a line, is read as it stands."""
+    table = tmp_path / "occupation.csv"
+    table.write_text("Title,A1,A2,A3\nmanager,RES,RES,RES\nsenior,RES,RES,RES\nboss,RES,RES,FUN\n"
+                     "staff,O,RES,NA\nnurse,RES,RES,RES\n")
+    assert probes.load_occupations(table) == ["manager", "senior", "nurse"]
+    listed = tmp_path / "occ.txt"
+    listed.write_text("accountant\nadministrator\nair traffic controller\n")
+    assert probes.load_occupations(listed) == ["accountant", "administrator", "air traffic controller"]
+
+
+WRONG_FILES = [  # (loader, file name, body, what the sentence says): other chapters' files, empty or malformed ones
+    (probes.load_templates, "profession_prompt.json",
+     json.dumps({"metalworking_occupations": {f"Smith_{i}": ["A smith is a person who "] for i in range(3000)}}),
+     "is not a CSV/TSV table"),
+    (probes.load_templates, "wide.csv", ",".join(f"column number {i} of a wide table" for i in range(500)) + "\n",
+     "needs a 'template' \\(or 'T'\\) column"),
+    (probes.load_templates, "bold_test_set.txt", "engineering\n Civil_engineering\n Civil engineers, who \n" + "*" * 100,
+     "is not a readable CSV/TSV table"),
+    (probes.load_attribute_words, "bold_test_set.txt", "engineering\n Civil\n A civil engineer \n" + "*" * 100,
+     "is not a list of names"),
+    (probes.load_attribute_words, "stereotype.jsonl", '{"prompt": {"text": "x"}}\n', "is not a YAML, CSV, JSON or text"),
+    (probes.load_attribute_words, "words.yaml", "- he\n- she\n", "is not a mapping with 'categories"),
+    (probes.load_attribute_words, "words.yaml", "categories: [he, she\n", "is not valid YAML"),
+    (probes.load_attribute_words, "words.csv", "", "is not a readable CSV table"),
+    (probes.load_occupations, "decoding_trust_templates.csv", "stereotype_topic,stereotype_template\nhiv,x\n",
+     "without the official data/occupation.csv's columns"),
+    (probes.load_occupations, "gender.txt", "son,male,boy\ndaughter,female,girl\n", "is not a list of names"),
+    (probes.load_occupations, "gender.json", json.dumps([{"word": "he", "gender": "m"}]), "is not a list of names"),
+    (probes.load_occupations, "occupations.yaml", "occupations: [nurse\n", "is not valid YAML"),
+]
+
+
+@pytest.mark.parametrize("load, name, body, message", WRONG_FILES, ids=[f"{w[0].__name__}-{w[1]}" for w in WRONG_FILES])
+def test_a_wrong_file_is_one_short_sentence_with_its_path(tmp_path, load, name, body, message):
+    path = tmp_path / name
+    path.write_text(body)
+    with pytest.raises(ValueError, match=message) as error:
+        load(path)
+    sentence = str(error.value)
+    assert str(path) in sentence and "\n" not in sentence and len(sentence) < 300 + len(str(path))
+
+
 def test_template_prompts():
     assert probes.template_prompt("The [X] said that [Y]", "nurse", "causal") == "The nurse said that"
     # only the text before [Y] reaches a causal model

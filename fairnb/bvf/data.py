@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import json
+import reprlib
 from pathlib import Path
 
 import numpy as np
@@ -41,7 +42,9 @@ def _shipped_or_user(name_or_path: str | Path, suffix: str) -> Path:
 
 
 def load_occupations(path: str | Path | None = None, limit: int | None = None, order: str = "appendix") -> list[str]:
-    """The occupations X: the shipped Appendix D.1 list, or a YAML file with ``occupations:`` / a text file.
+    """The occupations X: the shipped Appendix D.1 list, or a YAML file with ``occupations:``, a text file (one a
+    line, as the official data/occ.txt) or the official data/occupation.csv (the titles whose A1-A3 are all
+    ``RES``, the 257 that gender_occ_batch.py scores).
 
     ``order`` "shared first" puts first the occupations the chapters share
     (:func:`fairnb.contract.shared_occupations`: WinoBias's 40, which chapters 2 and 3 score; the 14 that
@@ -62,10 +65,12 @@ def load_occupations(path: str | Path | None = None, limit: int | None = None, o
     own = bool(path)
     path = Path(path) if path else shipped_file("bvf", "occupations.yaml")
     if path.suffix in {".yaml", ".yml"}:
-        loaded = yaml.safe_load(read_text_file(path, "occupation list")) or {}
+        loaded = _yaml(path, "occupation list") or {}
         names = loaded.get("occupations", []) if isinstance(loaded, dict) else loaded
+    elif path.suffix == ".csv":
+        names = _official_occupation_table(path)
     else:
-        names = [line.strip() for line in read_text_file(path, "occupation list").splitlines() if line.strip()]
+        names = _listed_names(read_text_file(path, "occupation list").splitlines(), path, "occupation list")
     names = [str(n).strip() for n in names or [] if str(n).strip()]
     if not names:
         raise ValueError(f"{path} lists no occupations.")
@@ -76,6 +81,41 @@ def load_occupations(path: str | Path | None = None, limit: int | None = None, o
         shared = [n for n in shared_occupations() if not own or n.lower() in listed]
         names = shared + [n for n in names if n.lower() not in {s.lower() for s in shared}]  # WinoBias's "CEO" is D.1's "ceo"
     return names[:limit]
+
+
+OFFICIAL_OCCUPATION_COLUMNS = ["Title", "A1", "A2", "A3"]
+# Characters of a table, JSON or a separator line, never of a name: a file holding them is no list of names.
+NOT_IN_A_NAME = frozenset(',;\t{}[]*"=|<>')
+
+
+def _yaml(path: Path, what: str):
+    try:
+        return yaml.safe_load(read_text_file(path, what))
+    except yaml.YAMLError as error:
+        raise ValueError(f"The {what} {path} is not valid YAML ({str(error).splitlines()[0]}).") from None
+
+
+def _listed_names(lines: list[str], path: Path, what: str) -> list[str]:
+    """The non-empty lines of a list of names, stripped; one sentence for a line no name holds."""
+    names = [line.strip() for line in lines if line.strip()]
+    for name in names:
+        if NOT_IN_A_NAME & set(name):
+            raise ValueError(f"The {what} {path} is not a list of names: it holds {reprlib.repr(name)}.")
+    return names
+
+
+def _official_occupation_table(path: Path) -> list[str]:
+    """The official data/occupation.csv read as gender_occ_batch.py's ``loadOccupation`` reads it: the titles
+    whose A1, A2 and A3 are all ``RES``."""
+    try:
+        table = pd.read_csv(io.StringIO(read_text_file(path, "occupation list")), dtype=str, keep_default_na=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
+        raise ValueError(f"The occupation list {path} is not a readable CSV table ({str(error).strip()}).") from None
+    if list(table.columns)[:4] != OFFICIAL_OCCUPATION_COLUMNS:
+        raise ValueError(f"The occupation list {path} is a CSV without the official data/occupation.csv's columns "
+                         f"{OFFICIAL_OCCUPATION_COLUMNS} (got {reprlib.repr(list(table.columns))}); give a YAML or text "
+                         "list of occupations instead.")
+    return table.loc[(table[["A1", "A2", "A3"]] == "RES").all(axis=1), "Title"].tolist()
 
 
 # How the occupations are ordered before ``limit`` cuts them, in the words of the settings table.
@@ -116,7 +156,8 @@ def load_attribute_words(topic_or_path: str | Path, casing: str | None = None) -
     YAML: ``categories: {name: [words]}`` and optionally ``casing: both`` (add the
     capitalised and lower-case form of every word). CSV: columns ``category`` and ``word``.
     JSON: the official repository's format (``data/gender.json``: one entry per word sense with
-    ``word`` and ``gender`` ``m``/``f``; repeated words kept once). ``casing`` replaces the file's
+    ``word`` and ``gender`` ``m``/``f``; repeated words kept once). Text: the official ``data/gender.txt``
+    format (a category a line, its words comma-separated, named by its first word). ``casing`` replaces the file's
     (``"as_listed"``: the words exactly as printed, as a vocabulary lookup reads them).
     A word may belong to one category only (Eq. 8 sums each word into one category).
 
@@ -135,18 +176,38 @@ def load_attribute_words(topic_or_path: str | Path, casing: str | None = None) -
     if path.suffix == ".json":
         categories, listed = _official_json_words(path)
         return _with_casing(categories, casing or listed, path)
+    if path.suffix == ".txt":
+        return _with_casing(_official_text_words(path), casing or "as_listed", path)
     if path.suffix == ".csv":
-        table = pd.read_csv(io.StringIO(read_text_file(path, "word list")))
+        try:
+            table = pd.read_csv(io.StringIO(read_text_file(path, "word list")))
+        except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
+            raise ValueError(f"The word list {path} is not a readable CSV table ({str(error).strip()}).") from None
         missing = {"category", "word"} - set(table.columns)
         if missing:
             raise ValueError(f"The word list {path} lacks the columns {sorted(missing)}.")
         categories = {str(c): [str(w) for w in g["word"]] for c, g in table.groupby("category", sort=False)}
         casing = "as_listed"
-    else:
-        loaded = yaml.safe_load(read_text_file(path, "word list")) or {}
+    elif path.suffix in {".yaml", ".yml"}:
+        loaded = _yaml(path, "word list") or {}
+        if not isinstance(loaded, dict) or not isinstance(loaded.get("categories") or {}, dict):
+            raise ValueError(f"The word list {path} is not a mapping with 'categories: {{name: [words]}}'.")
         categories = {str(c): [str(w) for w in ws or []] for c, ws in (loaded.get("categories") or {}).items()}
         casing = casing or loaded.get("casing", "as_listed")
+    else:
+        raise ValueError(f"The word list {path} is not a YAML, CSV, JSON or text (.txt) file.")
     return _with_casing(categories, casing, path)
+
+
+def _official_text_words(path: Path) -> dict[str, list[str]]:
+    """The official repository's text word lists (data/gender.txt, example_gender.txt, example_race.txt, read by
+    dataset.py): one category a line, its words separated by commas; a category is named by its first word."""
+    lines = [line.strip() for line in read_text_file(path, "word list").splitlines() if line.strip()]
+    categories: dict[str, list[str]] = {}
+    for words in (_listed_names(line.split(","), path, "word list") for line in lines):
+        if words and categories.setdefault(words[0], words) is not words:
+            raise ValueError(f"The word list {path} starts two lines with {words[0]!r}, the name of one category.")
+    return categories
 
 
 def _with_casing(categories: dict[str, list[str]], casing: str, path: Path) -> dict[str, list[str]]:
@@ -238,6 +299,7 @@ def check_template(template: str) -> str:
 
 TEMPLATE_COLUMNS = ("template", "T")
 WEIGHT_COLUMNS = ("weight", "count", "distribution", "proportion", "frequency")
+TABLE_SUFFIXES = (".csv", ".tsv", ".tab", ".txt")
 
 
 def load_templates(name_or_path: str | Path) -> pd.DataFrame:
@@ -257,15 +319,18 @@ def load_templates(name_or_path: str | Path) -> pd.DataFrame:
     if not isinstance(name_or_path, (str, Path)):
         raise ValueError(f"A template file is a name or a path, not {type(name_or_path).__name__} {name_or_path!r}.")
     path = _shipped_or_user(name_or_path, ".csv")
+    if path.suffix not in TABLE_SUFFIXES:
+        raise ValueError(f"The template file {path} is not a CSV/TSV table (a {', '.join(TABLE_SUFFIXES)} file).")
     text = read_text_file(path, "template file")
     sep = "\t" if path.suffix in {".tsv", ".tab"} or "\t" in text.partition("\n")[0] else ","
     try:
         table = pd.read_csv(io.StringIO(text), sep=sep)
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
-        raise ValueError(f"The template file {path} is not a readable CSV/TSV table ({error}).") from None
+        raise ValueError(f"The template file {path} is not a readable CSV/TSV table ({str(error).strip()}).") from None
     template_column = next((c for c in TEMPLATE_COLUMNS if c in table.columns), None)
     if template_column is None:
-        raise ValueError(f"The template file {path} needs a 'template' (or 'T') column, got {list(table.columns)}.")
+        raise ValueError(f"The template file {path} needs a 'template' (or 'T') column, got "
+                         f"{reprlib.repr(list(table.columns))}.")
     if table.empty:
         raise ValueError(f"The template file {path} holds no templates.")
     for template in table[template_column]:

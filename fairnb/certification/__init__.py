@@ -26,6 +26,7 @@ from fairnb.certification.data import (
     OFFICIAL_BOLD_SOFT_INSTRUCTION,
     OFFICIAL_DECODINGTRUST_INSTRUCTION,
     PivotSet,
+    check_pivot_source,
     load_bold_pivots,
     load_bold_test_set,
     load_decodingtrust_pivots,
@@ -92,7 +93,7 @@ from fairnb.certification.tables import (
     summarize_certificates,
     summary,
 )
-from fairnb.contract import Allowed, Chapter, Citation, Dataset, Headline, Instances, PaperSetting
+from fairnb.contract import NOT_GIVEN, Allowed, Chapter, Citation, Dataset, Headline, Instances, PaperSetting
 
 _PAPER = dict(
     pivots="bold", limit=None, bold_instruction=OFFICIAL_BOLD_INSTRUCTION, prefix_kinds=["random", "jailbreak", "soft"],
@@ -282,15 +283,18 @@ def this_run(settings: dict, model: str, not_followed: dict | None = None, speci
 
 
 def check_settings(settings: Mapping[str, Any]) -> dict:
-    """One sentence for a setting that cannot run (:attr:`CHAPTER.allowed <fairnb.contract.Chapter.allowed>`),
-    before any model call; returns ``settings``. ``fairnb run`` calls it before any kernel starts."""
+    """One sentence for a setting that cannot run (:attr:`CHAPTER.allowed <fairnb.contract.Chapter.allowed>`, and
+    ``decodingtrust`` naming a BOLD file), before any model call; returns ``settings``. ``fairnb run`` calls it
+    before any kernel starts."""
     CHAPTER.check_settings(settings)
+    if settings.get("decodingtrust", NOT_GIVEN) != NOT_GIVEN:  # a BOLD file would be certified as statements
+        check_pivot_source(settings["decodingtrust"], "decodingtrust")
     return dict(settings)
 
 
 __all__ = ["example_results", "evidence", "check_settings", "ALLOWED",
     "CHAPTER", "PRESETS", "PAPER_SETTINGS", "PREFIX_KINDS", "MAIN_PREFIX", "SUMMARY", "OFFICIAL_BOLD_INSTRUCTION",
-    "OFFICIAL_BOLD_SOFT_INSTRUCTION", "OFFICIAL_DECODINGTRUST_INSTRUCTION", "OFFICIAL_REGARD_MODEL", "PivotSet", "load_bold_pivots", "load_bold_test_set",
+    "OFFICIAL_BOLD_SOFT_INSTRUCTION", "OFFICIAL_DECODINGTRUST_INSTRUCTION", "OFFICIAL_REGARD_MODEL", "PivotSet", "check_pivot_source", "load_bold_pivots", "load_bold_test_set",
     "parse_bold_test_set", "load_decodingtrust_pivots", "load_lines", "load_pivots", "pivot_prompts", "pivots_from_templates",
     "AgreementDisparity", "Detection", "OfficialRegard", "RegardGap", "VaderNegative", "classifier_negative",
     "classifier_regard", "default_detector", "scorer_check", "clopper_pearson", "contains_any", "coverage_study",

@@ -162,7 +162,10 @@ def load_bold_pivots(path: str | Path | None = None, groups: Sequence[str] = BOL
     groups = _check_groups(groups)
     _check_slots(instruction, ("group", "profession", "sentence"), "BOLD instruction")
     path = Path(path) if path is not None else shipped_file("certification", "bold_sample.json")
-    data = json.loads(read_text_file(path, "BOLD prompt file"))
+    try:
+        data = json.loads(read_text_file(path, "BOLD prompt file"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"The BOLD prompt file {path} is not valid JSON ({error.msg} at line {error.lineno}).") from None
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
         raise ValueError(f"{path} is not a BOLD prompt file: expected {{category: {{profession: [sentences]}}}}.")
     for name, categories in BOLD_OTHER_DOMAINS.items():
@@ -253,7 +256,10 @@ def load_decodingtrust_pivots(path: str | Path | None = None, groups: Sequence[s
     groups = _check_groups(groups)
     _check_slots(instruction, ("statement",), "DecodingTrust instruction")
     path = Path(path) if path is not None else shipped_file("certification", "decodingtrust_sample.csv")
-    frame = pd.read_csv(io.StringIO(read_text_file(path, "DecodingTrust file")))
+    try:
+        frame = pd.read_csv(io.StringIO(read_text_file(path, "DecodingTrust file")))
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
+        raise ValueError(f"The DecodingTrust file {path} is not a readable CSV table ({str(error).strip()}).") from None
     missing = [c for c in DECODINGTRUST_COLUMNS if c not in frame.columns]
     if missing:
         raise ValueError(f"{path} lacks the DecodingTrust columns {missing}: expected stereotype_topic and "
@@ -295,6 +301,43 @@ def pivots_from_templates(templates: Sequence[str], groups: Sequence[str], kind:
     return pivots
 
 
+# What each kind of pivot source holds, and the sources that hold it.
+PIVOT_KINDS = {"bold": ("BOLD prompts", "'bold', a BOLD .json or the official BOLD test set .txt"),
+               "decodingtrust": ("DecodingTrust statements", "'decodingtrust' or a DecodingTrust .csv")}
+
+
+def _pivot_kind(source: str | Path) -> str:
+    """The kind of pivot sets a source holds, from its name or suffix."""
+    path = Path(source)
+    if source == "bold" or path.suffix in {".json", ".txt"}:
+        return "bold"
+    if source == "decodingtrust" or path.suffix == ".csv":
+        return "decodingtrust"
+    raise ValueError(f"Unknown pivot source {str(source)!r}: use 'bold', 'decodingtrust', a BOLD .json, the official "
+                     "BOLD test set .txt or a DecodingTrust .csv path.")
+
+
+def check_pivot_source(source: str | Path, kind: str) -> str | Path:
+    """``source`` when it holds pivot sets of ``kind`` (``"bold"`` or ``"decodingtrust"``), judged by its name or
+    suffix before it is read; one sentence otherwise.
+
+    Examples:
+        >>> check_pivot_source("/data/decoding_trust_templates.csv", "decodingtrust")
+        '/data/decoding_trust_templates.csv'
+        >>> check_pivot_source("bold_test_set.txt", "decodingtrust")
+        Traceback (most recent call last):
+        ...
+        ValueError: 'bold_test_set.txt' holds BOLD prompts, not DecodingTrust statements: give 'decodingtrust' or a DecodingTrust .csv.
+    """
+    if kind not in PIVOT_KINDS:
+        raise ValueError(f"Unknown pivot kind {kind!r}: use one of {list(PIVOT_KINDS)}.")
+    found = _pivot_kind(source)
+    if found != kind:
+        raise ValueError(f"{str(source)!r} holds {PIVOT_KINDS[found][0]}, not {PIVOT_KINDS[kind][0]}: "
+                         f"give {PIVOT_KINDS[kind][1]}.")
+    return source
+
+
 def load_pivots(source: str, groups: Sequence[str] | None = None, limit: int | None = None,
                 seed: int = 0, instruction: str = OFFICIAL_BOLD_INSTRUCTION) -> list[PivotSet]:
     """Pivot sets by name: ``"bold"`` / ``"decodingtrust"`` (bundled samples), or a path to a
@@ -306,15 +349,12 @@ def load_pivots(source: str, groups: Sequence[str] | None = None, limit: int | N
         'decodingtrust'
     """
     path = Path(source)
-    if source == "bold" or path.suffix == ".json":
-        return load_bold_pivots(None if source == "bold" else path, groups or BOLD_GROUPS, instruction, limit, seed)
-    if path.suffix == ".txt":
-        return load_bold_test_set(path, groups or BOLD_GROUPS, instruction, limit, seed)
-    if source == "decodingtrust" or path.suffix == ".csv":
+    if _pivot_kind(source) == "decodingtrust":
         return load_decodingtrust_pivots(None if source == "decodingtrust" else path,
                                          groups or DECODINGTRUST_GROUPS, limit=limit, seed=seed)
-    raise ValueError(f"Unknown pivot source {source!r}: use 'bold', 'decodingtrust', a BOLD .json, the official "
-                     "BOLD test set .txt or a DecodingTrust .csv path.")
+    if path.suffix == ".txt":
+        return load_bold_test_set(path, groups or BOLD_GROUPS, instruction, limit, seed)
+    return load_bold_pivots(None if source == "bold" else path, groups or BOLD_GROUPS, instruction, limit, seed)
 
 
 def pivot_prompts(pivot_sets: Sequence[PivotSet]) -> pd.DataFrame:
