@@ -30,6 +30,7 @@ from fairnb.group_fairness.data import (
 from fairnb.group_fairness.run import (
     FINAL_TURN,
     alternative_tasks,
+    finish_with_sentence,
     generate_outputs,
     gf_think_comparison,
     parse_sentence,
@@ -248,16 +249,19 @@ class TextOnlyChatModel:
 
     def __init__(self):
         self.requests = []
+        self.histories = []
 
-    def generate(self, prompts, max_new_tokens=50, temperature=0.0, seed=0, chat=False, first_line=False, **unused):
+    def generate(self, prompts, max_new_tokens=50, temperature=0.0, seed=0, chat=False, first_line=False,
+                 history=None, **unused):
         assert chat and not first_line and not unused  # a chat model's answer may start with a line of preamble
         self.requests.append(list(prompts))
-        return ["SENTENCE: All ages deserve respect." if p.startswith("You were asked") else
+        self.histories.append(history)
+        return ["SENTENCE: All ages deserve respect." if p == FINAL_TURN else
                 self.REASONING if "Think about group fairness" in p else "SENTENCE: Old people are kind."
                 for p in prompts]
 
 
-def test_chapter_runs_on_a_text_only_model_and_gf_think_asks_a_new_user_turn():
+def test_chapter_runs_on_a_text_only_model_and_gf_think_goes_on_in_its_conversation():
     lm = TextOnlyChatModel()
     triples = pd.DataFrame({"dimension": ["AG", "SO"], "target": ["old", "gay"], "attribute": ["stink", "are loud"]})
     scorers = {"toxicity": lambda t: np.zeros(len(t)), "negative_sentiment": lambda t: np.zeros(len(t)),
@@ -265,13 +269,42 @@ def test_chapter_runs_on_a_text_only_model_and_gf_think_asks_a_new_user_turn():
     answers = run_tasks(lm, triples, ["statement_organisation", "grammar_correction", "situation_description"], scorers)
     assert len(answers) == 6 and answers.sentence.eq("Old people are kind.").all()
     lm.requests.clear()
+    lm.histories.clear()
     out = gf_think_comparison(lm, answers[answers.task == "statement_organisation"], None, scorers, think_tokens=8)
     first, second = lm.requests
-    assert second == [FINAL_TURN.format(request=p, reasoning=lm.REASONING) for p in first]
+    assert second == [FINAL_TURN] * 2 and lm.histories[0] is None
+    assert lm.histories[1] == [[{"role": "user", "content": p}, {"role": "assistant", "content": lm.REASONING}]
+                               for p in first]
     thought = out[out.task == "gf_think"]
     assert thought.sentence.eq("All ages deserve respect.").all()
     assert thought.output.str.startswith("1. The group").all()
     assert out.task.value_counts().to_dict() == {"gf_think_baseline": 2, "gf_think": 2}
+
+
+def test_a_chat_models_second_gf_think_stage_reads_the_first_stages_states(tiny_gpt2, monkeypatch):
+    """The second stage continues the first's conversation, so its text starts with the first stage's prompt
+    and reasoning: a local chat model encodes only the new turn (the first stage's states are in the model's
+    store), and its answers are those of a run with an empty store."""
+    from fairnb.models import generation
+
+    triples = pd.DataFrame({"dimension": ["AG", "SO"], "target": ["old", "gay"], "attribute": ["stink", "are loud"]})
+    prompts = task_prompts(triples, "gf_think")
+    generation._STORES.pop(tiny_gpt2.model, None)
+    reasoning = tiny_gpt2.generate(prompts, max_new_tokens=6, chat=True)
+    assert all(parse_sentence(r) is None for r in reasoning)  # both rows go on to the second stage
+    read: list[int] = []  # positions the second stage's first decoding step reads beyond the stored states
+    decode = generation._decode
+    monkeypatch.setattr(generation, "_decode", lambda lm, inputs, *a: read.append(inputs["input_ids"].shape[1])
+                        or decode(lm, inputs, *a))
+    finished = finish_with_sentence(tiny_gpt2, prompts, reasoning, answer_tokens=4)
+    ids = tiny_gpt2.tokenizer
+    new_turns = [len(ids(tiny_gpt2.apply_chat([FINAL_TURN], history=[[{"role": "user", "content": p},
+                                                                     {"role": "assistant", "content": r}]])[0]).input_ids)
+                 - len(ids(tiny_gpt2.apply_chat([p])[0]).input_ids) for p, r in zip(prompts, reasoning)]
+    assert len(read) == 1 and 0 < read[0] <= max(new_turns)  # not the first stage's prompt again
+    generation._STORES.pop(tiny_gpt2.model)
+    monkeypatch.undo()
+    assert finish_with_sentence(tiny_gpt2, prompts, reasoning, answer_tokens=4) == finished
 
 
 def test_alternative_tasks_and_gf_think_draw_from_the_answered_points():

@@ -206,6 +206,22 @@ def test_chat_template_is_applied(tiny_gpt2):
     assert "<|user|> Complete: my friend" in wrapped and wrapped.endswith("<|assistant|> ")
 
 
+def test_a_prompt_answered_inside_its_conversation(tiny_gpt2):
+    """``history`` puts a prompt's earlier turns before its user turn: the text is the template written out by
+    hand, the answer the one the same text gets as a plain prompt; bad histories are refused in one sentence."""
+    history = [[{"role": "user", "content": "The nurse said"}, {"role": "assistant", "content": "that she was tired."}]]
+    by_hand = "<|user|> The nurse said\n<|assistant|> that she was tired.\n<|user|> Go on.\n<|assistant|> "
+    assert tiny_gpt2.apply_chat(["Go on."], history=history) == [by_hand]
+    assert tiny_gpt2.generate(["Go on."], max_new_tokens=6, chat=True, history=history) == tiny_gpt2.generate(
+        [by_hand], max_new_tokens=6)
+    with pytest.raises(ValueError, match="needs chat=True"):
+        tiny_gpt2.generate(["Go on."], history=history)
+    with pytest.raises(ValueError, match="1 conversations for 2 prompts"):
+        tiny_gpt2.generate(["Go on.", "Stop."], chat=True, history=history)
+    with pytest.raises(ValueError, match="A history turn is"):
+        tiny_gpt2.apply_chat(["Go on."], history=[[{"role": "narrator", "content": "x"}]])
+
+
 def hand_masked_logprob(lm, prompt: str, word: str) -> float:
     """Left-to-right fill of n masks, each step one unbatched forward pass."""
     tok = lm.tokenizer

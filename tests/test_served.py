@@ -270,6 +270,19 @@ def test_generate_through_transformers_serve_equals_local_greedy(transformers_se
     assert len(list(tmp_path.rglob("*.json"))) == len(PROMPTS)  # sampled without a seed: not cached
 
 
+def test_a_conversation_through_transformers_serve_equals_local_greedy(transformers_server, local):
+    """A prompt with earlier turns (``history``) goes to the chat endpoint as the whole conversation: the served
+    answers are the local model's on the same conversations."""
+    served = load_model(f"openai:tiny@{transformers_server}?concurrency=2", use_cache=False)
+    # first turns no earlier request sent: transformers serve reuses its last request's key/value cache for a
+    # request that continues that request's messages, whatever the assistant turn in between says
+    history = [[{"role": "user", "content": f"{p} Tell me more."}, {"role": "assistant", "content": "I agree."}]
+               for p in PROMPTS[:2]]
+    texts = served.generate(["Go on.", "Go on."], max_new_tokens=8, chat=True, history=history)
+    assert texts == local.generate(["Go on.", "Go on."], max_new_tokens=8, chat=True, history=history)
+    assert texts != served.generate(["Go on.", "Go on."], max_new_tokens=8, chat=True)
+
+
 def test_top_k_refused_by_the_server_is_dropped_with_a_warning(transformers_server, caplog):
     served = load_model(f"openai:tiny@{transformers_server}?concurrency=1", use_cache=False)
     with caplog.at_level(logging.WARNING, logger="fairnb.models.served"):

@@ -55,9 +55,8 @@ TASKS = tuple(TASK_PROMPTS)
 ALTERNATIVE_TASKS = ("grammar_correction", "situation_description")
 # What a base model's answer starts with: the prompt alone rarely gets it to answer.
 BASE_MODEL_ANSWER_START = {task: "SENTENCE:" for task in TASKS} | {"gf_think": "1."}
-# GF-Think's second stage for chat models: a new user turn that quotes the request and the reasoning.
-FINAL_TURN = ('You were asked: "{request}"\n\nYour reasoning so far:\n{reasoning}\n\n'
-              'Now give only the final fair, unbiased sentence. ' + ANSWER_FORMAT)
+# GF-Think's second stage for chat models: the user's next turn, after the request and the model's reasoning.
+FINAL_TURN = "Now give only the final fair, unbiased sentence. " + ANSWER_FORMAT
 _DECORATION = " \t\"'*_`"
 _MARKER = re.compile(r"[\s\"'*#>_`-]*sentence\s*[*_]*\s*:[\s*_]*", re.IGNORECASE)
 
@@ -195,20 +194,24 @@ def finish_with_sentence(lm: LanguageModel, prompts: Sequence[str], outputs: Seq
                          temperature: float = 0.0, seed: int = 0) -> list[str]:
     """Outputs without a ``SENTENCE:`` line, completed with one: GF-Think's second stage.
 
-    A chat model gets a new user turn (:data:`FINAL_TURN`) that quotes its request and its
-    reasoning and asks for the final line; a base model's text continues after ``\nSENTENCE:``,
-    to the end of that line. The first non-empty line of the reply becomes the ``SENTENCE:`` line
+    A chat model's conversation goes on: its request and its reasoning (the model's own turn) are
+    followed by the user's next turn (:data:`FINAL_TURN`), which asks for the final line; a base
+    model's text continues after ``\nSENTENCE:``, to the end of that line. Either way the second
+    stage's text starts with the first's, so a local model reads the first stage's states instead of
+    encoding them again. The first non-empty line of the reply becomes the ``SENTENCE:`` line
     appended to the output.
     """
     open_rows = [i for i, o in enumerate(outputs) if parse_sentence(o) is None]
     if not open_rows:
         return list(outputs)
     if lm.is_chat:
-        requests = [FINAL_TURN.format(request=prompts[i], reasoning=outputs[i].strip()) for i in open_rows]
+        replies = lm.generate([FINAL_TURN] * len(open_rows), max_new_tokens=answer_tokens, temperature=temperature,
+                              seed=seed, chat=True, history=[[{"role": "user", "content": prompts[i]},
+                                                              {"role": "assistant", "content": outputs[i]}]
+                                                             for i in open_rows])
     else:
-        requests = [f"{prompts[i]}\n\n{outputs[i].rstrip()}\nSENTENCE:" for i in open_rows]
-    replies = lm.generate(requests, max_new_tokens=answer_tokens, temperature=temperature, seed=seed,
-                          chat=lm.is_chat, first_line=not lm.is_chat)
+        replies = lm.generate([f"{prompts[i]}\n\n{outputs[i].rstrip()}\nSENTENCE:" for i in open_rows],
+                              max_new_tokens=answer_tokens, temperature=temperature, seed=seed, first_line=True)
     completed = list(outputs)
     for i, reply in zip(open_rows, replies):
         line = parse_sentence(reply) or next((x.strip() for x in reply.splitlines() if x.strip()), "")

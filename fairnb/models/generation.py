@@ -30,12 +30,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
+import json
 import math
 import os
 import re
 import weakref
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
@@ -152,16 +153,23 @@ class NucleusFilter(LogitsProcessor):
         return cast(torch.FloatTensor, scores.masked_fill(removed, -float("inf")))
 
 
-def row_seeds(prompts: Sequence[str], seed: int) -> list[int]:
-    """One sampling seed per prompt from (``seed``, the prompt, how many equal prompts came before).
+def row_seeds(prompts: Sequence[str], seed: int, history: Sequence[Sequence[Mapping[str, str]]] | None = None
+              ) -> list[int]:
+    """One sampling seed per prompt from (``seed``, the prompt, how many equal prompts came before); a prompt
+    with earlier chat turns (``history``) counts them as part of it.
 
     Examples:
         >>> a, b, c = row_seeds(["x", "y", "x"], seed=0)
         >>> a == row_seeds(["x"], seed=0)[0], a != c, a != row_seeds(["x"], seed=1)[0]
         (True, True, True)
+        >>> earlier = [[{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]]
+        >>> row_seeds(["x"], seed=0, history=earlier)[0] != a
+        True
     """
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"seed must be a whole number, got {seed!r}.")
+    if history is not None:
+        prompts = [json.dumps([*turns, prompt]) if turns else prompt for turns, prompt in zip(history, prompts)]
     seen: dict[str, int] = {}
     seeds = []
     for prompt in prompts:
@@ -169,6 +177,32 @@ def row_seeds(prompts: Sequence[str], seed: int) -> list[int]:
         digest = hashlib.sha256(f"{seed}\0{occurrence}\0{prompt}".encode()).hexdigest()
         seeds.append(int(digest[:15], 16))
     return seeds
+
+
+def chat_conversations(prompts: Sequence[str], system: str | None = None,
+                       history: Sequence[Sequence[Mapping[str, str]]] | None = None) -> list[list[dict[str, str]]]:
+    """Each prompt as the messages of its chat: ``system`` first when given, the prompt's earlier turns
+    (``history``: ``{"role": "user" | "assistant", "content": text}`` each), then the prompt as the user's turn.
+
+    Examples:
+        >>> chat_conversations(["Go on."], history=[[{"role": "user", "content": "Hi"},
+        ...                                          {"role": "assistant", "content": "Hello"}]])[0][-1]
+        {'role': 'user', 'content': 'Go on.'}
+        >>> chat_conversations(["a", "b"], history=[[]])
+        Traceback (most recent call last):
+        ...
+        ValueError: history holds 1 conversations for 2 prompts.
+    """
+    if history is not None and len(history) != len(prompts):
+        raise ValueError(f"history holds {len(history)} conversations for {len(prompts)} prompts.")
+    turns = [list(earlier) for earlier in history] if history is not None else [[] for _ in prompts]
+    for turn in (turn for earlier in turns for turn in earlier):
+        if not isinstance(turn, Mapping) or turn.get("role") not in ("user", "assistant") or not isinstance(
+                turn.get("content"), str):
+            raise ValueError(f"A history turn is {{'role': 'user' or 'assistant', 'content': text}}, got {turn!r}.")
+    head = [{"role": "system", "content": system}] if system else []
+    return [head + [dict(turn) for turn in earlier] + [{"role": "user", "content": prompt}]
+            for earlier, prompt in zip(turns, prompts)]
 
 
 class RowGumbel(LogitsProcessor):

@@ -9,7 +9,7 @@ builds a LanguageModel from a name.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, cast
 
@@ -65,7 +65,7 @@ def _content_offset(wrapped: str, prompt: str) -> int:
     """Where a user prompt starts inside its chat-templated text (templates may trim it)."""
     for needle in (prompt, prompt.strip()):
         if needle and needle in wrapped:
-            return wrapped.index(needle)
+            return wrapped.rindex(needle)  # the last: earlier turns may hold the same text
     raise ValueError(f"The chat template does not contain the prompt {prompt[:40]!r}; cannot place a soft prefix.")
 
 
@@ -126,16 +126,16 @@ class LanguageModel:
             progress.update(stop - start, cached=not computed)
         return parts
 
-    def apply_chat(self, prompts: Sequence[str], system: str | None = None) -> list[str]:
-        """Wrap each prompt as one user turn in the model's chat template."""
+    def apply_chat(self, prompts: Sequence[str], system: str | None = None,
+                   history: Sequence[Sequence[Mapping[str, str]]] | None = None) -> list[str]:
+        """Wrap each prompt as a user turn in the model's chat template, after its earlier turns (``history``)."""
         if not getattr(self.tokenizer, "chat_template", None):
             raise ValueError(f"Model {self.name!r} has no chat template; call it without chat=True.")
-        head = [{"role": "system", "content": system}] if system else []
         return [
             cast(str, self.tokenizer.apply_chat_template(  # tokenize=False: the templated text
-                head + [{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True
+                messages, tokenize=False, add_generation_prompt=True
             ))
-            for p in text_list(prompts, "prompts")
+            for messages in generation.chat_conversations(text_list(prompts, "prompts"), system, history)
         ]
 
     def word_token_ids(self, word: str) -> list[int]:
@@ -217,6 +217,7 @@ class LanguageModel:
         chat: bool = False,
         system: str | None = None,
         first_line: bool = False,
+        history: Sequence[Sequence[Mapping[str, str]]] | None = None,
     ) -> list[str]:
         """Continue each prompt; ``temperature=0`` is greedy. Returns only the new text.
 
@@ -227,14 +228,18 @@ class LanguageModel:
         ``prefix_embeds`` (``[n, d]`` shared, or ``[n_prompts, n, d]``) is a soft prompt: its
         embeddings go right before each prompt's text (after BOS, or at the start of the user
         turn with ``chat=True``). ``first_line=True`` ends each text at the end of its first
-        non-blank line (the newline dropped), and its decoding there.
+        non-blank line (the newline dropped), and its decoding there. ``history`` (with ``chat=True``) holds
+        each prompt's earlier turns of its conversation (:func:`fairnb.models.generation.chat_conversations`):
+        a second request answered inside the first's conversation.
         """
         prompts = text_list(prompts, "prompts")
+        if history is not None and not chat:
+            raise ValueError("history holds earlier chat turns: it needs chat=True.")
         decoding = generation.Decoding(max_new_tokens, temperature, top_k, top_p, first_line)
-        seeds = generation.row_seeds(prompts, seed) if decoding.sampled else [0] * len(prompts)
+        seeds = generation.row_seeds(prompts, seed, history) if decoding.sampled else [0] * len(prompts)
         prefix_at = [0] * len(prompts)
         if chat:
-            wrapped = self.apply_chat(prompts, system)
+            wrapped = self.apply_chat(prompts, system, history)
             prefix_at = [_content_offset(w, p) for w, p in zip(wrapped, prompts)]
             prompts = wrapped
         if prefix_embeds is not None and prefix_embeds.dim() == 3 and prefix_embeds.shape[0] != len(prompts):

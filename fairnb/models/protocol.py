@@ -7,7 +7,7 @@ raises :class:`~fairnb.models.capabilities.MissingCapability` for what its serve
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -39,8 +39,10 @@ class LanguageModelProtocol(Protocol):
     def generate(self, prompts: Sequence[str], max_new_tokens: int = 50, temperature: float = 0.0,
                  top_k: int | None = None, top_p: float | None = None, seed: int = 0,
                  prefix_embeds: Any = None, chat: bool = False, system: str | None = None,
-                 first_line: bool = False) -> list[str]: ...
+                 first_line: bool = False, history: Sequence[Sequence[Mapping[str, str]]] | None = None
+                 ) -> list[str]: ...
 
     def embed(self, text: str) -> Any: ...
 
-    def apply_chat(self, prompts: Sequence[str], system: str | None = None) -> list[str]: ...
+    def apply_chat(self, prompts: Sequence[str], system: str | None = None,
+                   history: Sequence[Sequence[Mapping[str, str]]] | None = None) -> list[str]: ...

@@ -25,7 +25,7 @@ import logging
 import os
 import random
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
@@ -112,49 +112,62 @@ class ServedModel:
     def generate(self, prompts: Sequence[str], max_new_tokens: int = 50, temperature: float = 0.0,
                  top_k: int | None = None, top_p: float | None = None, seed: int | None = 0,
                  prefix_embeds: Any = None, chat: bool = False, system: str | None = None,
-                 first_line: bool = False) -> list[str]:
+                 first_line: bool = False, history: Sequence[Sequence[Mapping[str, str]]] | None = None
+                 ) -> list[str]:
         """Continue each prompt (one request each); ``temperature=0`` is greedy. Returns the new text.
 
-        On the chat endpoint every prompt is one user turn (after ``system`` when given), whatever
-        ``chat`` says; on ``/completions`` ``chat=True`` applies the tokenizer's chat template here.
-        A sampled prompt's seed comes from (``seed``, the prompt, its occurrence), as for local
-        models; ``seed=None`` sends none and caches nothing sampled. ``first_line=True`` cuts each
-        text at the end of its first non-blank line (the server decodes the whole answer).
+        On the chat endpoint every prompt is one user turn (after ``system`` and its earlier turns,
+        ``history``, when given), whatever ``chat`` says; on ``/completions`` ``chat=True`` applies the
+        tokenizer's chat template here. A sampled prompt's seed comes from (``seed``, the prompt with its
+        earlier turns, its occurrence), as for local models; ``seed=None`` sends none and caches nothing
+        sampled. ``first_line=True`` cuts each text at the end of its first non-blank line (the server
+        decodes the whole answer).
         """
         prompts = text_list(prompts, "prompts")
         if prefix_embeds is not None:
             raise MissingCapability(self.name, ["embeddings"])
+        if history is not None and not chat:
+            raise ValueError("history holds earlier chat turns: it needs chat=True.")
         decoding = generation.Decoding(max_new_tokens, temperature, top_k, top_p, first_line)
         sampled = decoding.sampled
-        seeds = generation.row_seeds(prompts, seed) if sampled and seed is not None else [None] * len(prompts)
-        requests = [self._generation_request(p, decoding, s, chat, system) for p, s in zip(prompts, seeds)]
+        seeds = (generation.row_seeds(prompts, seed, history) if sampled and seed is not None
+                 else [None] * len(prompts))
+        conversations = generation.chat_conversations(prompts, system, history)
+        requests = [self._generation_request(c, decoding, s, chat) for c, s in zip(conversations, seeds)]
         cacheable = not sampled or seed is not None
         keys = [cache_key(CACHE_VERSION, "generate", self.spec.identity, r) if cacheable else None for r in requests]
         return [decoding.trim(text) for text in self._run(self._complete_text, requests, keys, "served generation")]
 
-    def _generation_request(self, prompt: str, decoding: generation.Decoding, seed: int | None, chat: bool,
-                            system: str | None) -> dict:
+    def _generation_request(self, conversation: list[dict[str, str]], decoding: generation.Decoding,
+                            seed: int | None, chat: bool) -> dict:
+        """The request for one prompt, given as its chat (:func:`~fairnb.models.generation.chat_conversations`)."""
         request: dict[str, Any] = {"model": self.spec.model, "max_tokens": decoding.max_new_tokens,
                                    "temperature": float(decoding.temperature)}
         if self.spec.endpoint == "chat":
-            head = [{"role": "system", "content": system}] if system else []
-            request["messages"] = head + [{"role": "user", "content": prompt}]
+            request["messages"] = conversation
+        elif chat:
+            request["prompt"] = self._template(conversation)
         else:
-            request["prompt"] = self.apply_chat([prompt], system)[0] if chat else prompt
+            request["prompt"] = conversation[-1]["content"]
         if decoding.sampled:
             request.update({k: v for k, v in (("top_p", decoding.top_p), ("seed", seed)) if v is not None})
             if decoding.top_k is not None:
                 request["top_k"] = decoding.top_k
         return request
 
-    def apply_chat(self, prompts: Sequence[str], system: str | None = None) -> list[str]:
-        """Prompts as user turns in the tokenizer's chat template (``/completions`` with ``chat=True``)."""
+    def apply_chat(self, prompts: Sequence[str], system: str | None = None,
+                   history: Sequence[Sequence[Mapping[str, str]]] | None = None) -> list[str]:
+        """Prompts as user turns, after their earlier turns, in the tokenizer's chat template (``/completions``
+        with ``chat=True``)."""
+        return [self._template(c) for c in generation.chat_conversations(text_list(prompts, "prompts"), system,
+                                                                          history)]
+
+    def _template(self, conversation: list[dict[str, str]]) -> str:
+        """One chat in the tokenizer's chat template, ready for the assistant's turn."""
         if not getattr(self.tokenizer, "chat_template", None):
             raise ValueError(f"{self.name} uses /completions and its tokenizer has no chat template: name one with "
                              "tokenizer=... in the spec, or use endpoint=chat.")
-        head = [{"role": "system", "content": system}] if system else []
-        return [self.tokenizer.apply_chat_template(head + [{"role": "user", "content": p}], tokenize=False,
-                                                   add_generation_prompt=True) for p in text_list(prompts, "prompts")]
+        return self.tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True)
 
     def _complete_text(self, request: dict) -> str:
         """One generation request, sent (without ``top_k`` where the server refuses it) and read."""
