@@ -109,6 +109,14 @@ def test_a_bad_value_of_every_declared_setting_is_refused_in_one_sentence(chapte
             sentence.endswith(f", not {bad!r}.") and "\n" not in sentence
 
 
+def test_the_setup_cell_checks_the_settings_before_the_model_loads(chapter):
+    """The setup cell as CONTRIBUTING writes it, ``settings = <pkg>.check_settings(<pkg>.CHAPTER.settings(...))``
+    before ``load_model``: a notebook run with a bad value stops in one sentence before any model work."""
+    setup = next(source for source in notebook_code(chapter) if "load_model(" in source)
+    assert f"settings = {chapter.key}.check_settings({chapter.key}.CHAPTER.settings(" in setup
+    assert setup.index("check_settings(") < setup.index("load_model(")
+
+
 def test_the_interface_has_one_signature(chapter):
     functions = exported_functions(chapter)
     parameters = {name: list(inspect.signature(f).parameters) for name, f in functions.items()}
