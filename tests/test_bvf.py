@@ -444,6 +444,7 @@ def test_user_word_lists(tmp_path):
     listed = tmp_path / "words.csv"
     listed.write_text("category,word\nyoung,young\nyoung,youthful\nold,old\n")
     assert probes.load_attribute_words(listed) == {"young": ["young", "youthful"], "old": ["old"]}
+    assert probes.load_attribute_words(listed, casing="both")["young"] == ["young", "Young", "youthful", "Youthful"]
     shared = tmp_path / "shared.yaml"
     shared.write_text("categories:\n  male: [he, canary]\n  female: [she, canary]\n")
     with pytest.raises(ValueError, match="'canary' is listed under both"):

@@ -187,7 +187,7 @@ def load_attribute_words(topic_or_path: str | Path, casing: str | None = None) -
         if missing:
             raise ValueError(f"The word list {path} lacks the columns {sorted(missing)}.")
         categories = {str(c): [str(w) for w in g["word"]] for c, g in table.groupby("category", sort=False)}
-        casing = "as_listed"
+        casing = casing or "as_listed"
     elif path.suffix in {".yaml", ".yml"}:
         loaded = _yaml(path, "word list") or {}
         if not isinstance(loaded, dict) or not isinstance(loaded.get("categories") or {}, dict):
