@@ -31,7 +31,7 @@ from fairnb.models.names import ModelSpec, model_label, model_slug
 from fairnb.report import book, execution, identity, runner
 from fairnb.report.identity import rerun_reason, run_identity
 from fairnb.report.kernels import PageKernel
-from fairnb.results import read_results, record_file, write_page_outputs
+from fairnb.results import read_record, read_results, record_file, results_root, write_page_outputs
 
 SCORES = [
     new_code_cell('model: str = "none"  # model name\nlimit = 2  # items\nfail_on = ""  # unused here\n'
@@ -309,23 +309,29 @@ def test_killed_run_resumes_without_redoing_finished_pairs(workspace, tmp_path):
                "2", "--param", "sleep_s=3", "--out", str(out), "--notebooks", str(workspace["notebooks"]),
                "--workers", "1"]
     first = out / model_slug(workspace["models"][0]) / "02_fragile.ipynb"
+    pairs = runner.plan_pairs(workspace["models"], [2], runner.available_pages(workspace["notebooks"]), out)
+    record = record_file(pairs[0].model, pairs[0].page.record_key, "quick", results_root(None))
+
+    def first_finished() -> bool:  # its page written and its run record saying so (written after the page)
+        run = (read_record(record) or {}).get("run")
+        return first.exists() and isinstance(run, dict) and run.get("status") == "done"
+
     with open(tmp_path / "log.txt", "w") as log:
         process = subprocess.Popen(command, cwd=runner.REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,
                                    start_new_session=True, env={**os.environ, "PYTHONPATH": str(runner.REPO_ROOT)})
         try:
             deadline = time.monotonic() + 60
-            while not first.exists() and process.poll() is None and time.monotonic() < deadline:
+            while not first_finished() and process.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.1)
         finally:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-    assert first.exists(), (tmp_path / "log.txt").read_text()
+    assert first_finished(), (tmp_path / "log.txt").read_text()
     log = (tmp_path / "log.txt").read_text()
     assert "without encryption" not in log and "Passed unknown parameter" not in log
     assert list(outputs(out)) == ["tiny-a/02_fragile.ipynb"]  # killed while the second pair ran
     finished = first.stat().st_mtime_ns
 
-    pairs = runner.plan_pairs(workspace["models"], [2], runner.available_pages(workspace["notebooks"]), out)
     summary = runner.run_pairs(pairs, {"sleep_s": 3})
     assert summary["status"].tolist() == ["skipped", "done"]
     assert first.stat().st_mtime_ns == finished
