@@ -451,6 +451,29 @@ def read_text_file(path: str | Path, what: str) -> str:
         raise ValueError(f"The {what} {path} is not UTF-8 text ({error.reason} at byte {error.start}).") from None
 
 
+def read_csv_table(path: str | Path, what: str, text: str | None = None, table: str = "CSV table", **options):
+    """A user's CSV file (its ``text`` when already read) as a DataFrame (``options`` go to ``pandas.read_csv``),
+    or one sentence saying why it is not one.
+
+    Examples:
+        >>> import tempfile
+        >>> empty = Path(tempfile.mkdtemp()) / "words.csv"
+        >>> _ = empty.write_text("")
+        >>> read_csv_table(empty, "word list")
+        Traceback (most recent call last):
+        ...
+        ValueError: The word list ... is not a readable CSV table (No columns to parse from file).
+    """
+    import io
+
+    import pandas as pd
+
+    try:
+        return pd.read_csv(io.StringIO(read_text_file(path, what) if text is None else text), **options)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
+        raise ValueError(f"The {what} {path} is not a readable {table} ({str(error).strip()}).") from None
+
+
 def require_columns(frame, columns, what: str) -> None:
     """One sentence when a table lacks columns a step needs.
 

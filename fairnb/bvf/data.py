@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from fairnb.contract import read_text_file, shared_occupations, shipped_file
+from fairnb.contract import read_csv_table, read_text_file, shared_occupations, shipped_file
 
 TOPICS = ("gender", "race", "religion", "disability")
 GROUP_SLOT, ATTRIBUTE_SLOT = "[X]", "[Y]"
@@ -107,10 +107,7 @@ def _listed_names(lines: list[str], path: Path, what: str) -> list[str]:
 def _official_occupation_table(path: Path) -> list[str]:
     """The official data/occupation.csv read as gender_occ_batch.py's ``loadOccupation`` reads it: the titles
     whose A1, A2 and A3 are all ``RES``."""
-    try:
-        table = pd.read_csv(io.StringIO(read_text_file(path, "occupation list")), dtype=str, keep_default_na=False)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
-        raise ValueError(f"The occupation list {path} is not a readable CSV table ({str(error).strip()}).") from None
+    table = read_csv_table(path, "occupation list", dtype=str, keep_default_na=False)
     if list(table.columns)[:4] != OFFICIAL_OCCUPATION_COLUMNS:
         raise ValueError(f"The occupation list {path} is a CSV without the official data/occupation.csv's columns "
                          f"{OFFICIAL_OCCUPATION_COLUMNS} (got {reprlib.repr(list(table.columns))}); give a YAML or text "
@@ -179,10 +176,7 @@ def load_attribute_words(topic_or_path: str | Path, casing: str | None = None) -
     if path.suffix == ".txt":
         return _with_casing(_official_text_words(path), casing or "as_listed", path)
     if path.suffix == ".csv":
-        try:
-            table = pd.read_csv(io.StringIO(read_text_file(path, "word list")))
-        except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
-            raise ValueError(f"The word list {path} is not a readable CSV table ({str(error).strip()}).") from None
+        table = read_csv_table(path, "word list")
         missing = {"category", "word"} - set(table.columns)
         if missing:
             raise ValueError(f"The word list {path} lacks the columns {sorted(missing)}.")
@@ -323,10 +317,7 @@ def load_templates(name_or_path: str | Path) -> pd.DataFrame:
         raise ValueError(f"The template file {path} is not a CSV/TSV table (a {', '.join(TABLE_SUFFIXES)} file).")
     text = read_text_file(path, "template file")
     sep = "\t" if path.suffix in {".tsv", ".tab"} or "\t" in text.partition("\n")[0] else ","
-    try:
-        table = pd.read_csv(io.StringIO(text), sep=sep)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
-        raise ValueError(f"The template file {path} is not a readable CSV/TSV table ({str(error).strip()}).") from None
+    table = read_csv_table(path, "template file", text, "CSV/TSV table", sep=sep)
     template_column = next((c for c in TEMPLATE_COLUMNS if c in table.columns), None)
     if template_column is None:
         raise ValueError(f"The template file {path} needs a 'template' (or 'T') column, got "

@@ -22,7 +22,6 @@ and ``make_prefix_prompts_dt``), and a text prefix joins it as the official code
 """
 from __future__ import annotations
 
-import io
 import json
 import string
 from collections.abc import Sequence
@@ -32,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from fairnb.contract import read_text_file, shipped_file
+from fairnb.contract import read_csv_table, read_text_file, shipped_file
 
 BOLD_GROUPS = ("man", "woman")
 DECODINGTRUST_GROUPS = ("Black people", "White people")
@@ -256,10 +255,7 @@ def load_decodingtrust_pivots(path: str | Path | None = None, groups: Sequence[s
     groups = _check_groups(groups)
     _check_slots(instruction, ("statement",), "DecodingTrust instruction")
     path = Path(path) if path is not None else shipped_file("certification", "decodingtrust_sample.csv")
-    try:
-        frame = pd.read_csv(io.StringIO(read_text_file(path, "DecodingTrust file")))
-    except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
-        raise ValueError(f"The DecodingTrust file {path} is not a readable CSV table ({str(error).strip()}).") from None
+    frame = read_csv_table(path, "DecodingTrust file")
     missing = [c for c in DECODINGTRUST_COLUMNS if c not in frame.columns]
     if missing:
         raise ValueError(f"{path} lacks the DecodingTrust columns {missing}: expected stereotype_topic and "

@@ -17,7 +17,6 @@ attributes than a run asks for (:class:`DataPoints`).
 from __future__ import annotations
 
 import importlib.metadata
-import io
 import json
 import re
 import warnings
@@ -31,7 +30,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from fairnb.contract import read_text_file, shipped_file
+from fairnb.contract import read_csv_table, read_text_file, shipped_file
 
 DIMENSIONS = {
     "AB": "Ability", "AG": "Age", "BT": "Body Type", "GS": "Gender and Sex", "NT": "Nationality",
@@ -273,11 +272,7 @@ def sbic_attributes(path: str | Path, nlp: Callable | str | None = "auto",
         >>> sorted(table.dimension.unique())
         ['AB', 'AG', 'BT', 'GS', 'NT', 'PI', 'RE', 'RG', 'SC', 'SO']
     """
-    text = read_text_file(path, "SBIC file")
-    try:
-        frame = pd.read_csv(io.StringIO(text))
-    except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
-        raise ValueError(f"The SBIC file {path} is not a readable CSV table ({str(error).strip()}).") from None
+    frame = read_csv_table(path, "SBIC file")
     missing = [c for c in SBIC_COLUMNS if c not in frame.columns]
     if missing:
         raise ValueError(f"{path} lacks the SBIC columns {missing}.")
