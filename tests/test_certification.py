@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import types
 from pathlib import Path
 
 import numpy as np
@@ -89,6 +90,21 @@ def test_vocabulary_keeps_only_printable_ascii_tokens(tiny_gpt2):
     assert any(not s.isascii() for s in dropped) and any(s.isascii() and not s.isprintable() for s in dropped)
     assert len(kept) == sum(s.isascii() and s.isprintable() for s in decoded.values())
     assert set(tok(" The nurse said", add_special_tokens=False).input_ids) <= set(kept.tolist())
+
+
+@pytest.mark.parametrize("clean_up", [False, True])
+def test_token_texts_decode_each_id_as_batch_decode_does(tiny_gpt2, clean_up, monkeypatch):
+    """The fast tokenizer's own batch decoder gives batch_decode's texts, with or without its clean-up (here
+    made to upper-case, so that it shows), and a tokenizer without a fast backend takes batch_decode."""
+    tok = tiny_gpt2.tokenizer
+    monkeypatch.setattr(tok, "clean_up_tokenization_spaces", clean_up)
+    monkeypatch.setattr(tok, "clean_up_tokenization", str.upper)
+    ids = np.arange(len(tok))
+    expected = tok.batch_decode([[int(i)] for i in ids])
+    assert prefixes.token_texts(tok, ids) == expected
+    assert ("a" in expected) is not clean_up
+    slow = types.SimpleNamespace(batch_decode=lambda rows: [f"<{row[0]}>" for row in rows])
+    assert prefixes.token_texts(slow, np.array([3, 1])) == ["<3>", "<1>"]
 
 
 def test_random_prefixes_are_printable_ascii(tiny_gpt2):

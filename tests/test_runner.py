@@ -8,6 +8,7 @@ same registry before calling the CLI.
 """
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -472,12 +473,12 @@ def test_progress_of_a_heavy_step_reaches_the_run_log_and_leaves_the_page(tmp_pa
     assert stderr == ["a real warning\n"]
 
 
-def _page_run(out: Path, model: str) -> tuple[pd.Timestamp, pd.Timestamp, str]:
-    """When a 02_fragile page ran (papermill's start and end) and the torch threads its kernel was given."""
-    page = nbformat.read(out / model_slug(model) / "02_fragile.ipynb", as_version=4)
-    printed = next(o.text for c in page.cells if c.cell_type == "code" for o in c.outputs if o.get("name") == "stdout")
+def _page_run(out: Path, model: str, notebook: str = "02_fragile.ipynb") -> tuple[pd.Timestamp, pd.Timestamp, str]:
+    """When a page ran (papermill's start and end) and, for 02_fragile, the threads its kernel was given."""
+    page = nbformat.read(out / model_slug(model) / notebook, as_version=4)
+    printed = [o.text for c in page.cells if c.cell_type == "code" for o in c.outputs if o.get("name") == "stdout"]
     meta = page.metadata.papermill
-    return pd.Timestamp(meta.start_time), pd.Timestamp(meta.end_time), printed.split()[1]
+    return pd.Timestamp(meta.start_time), pd.Timestamp(meta.end_time), printed[0].split()[1] if printed else ""
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -492,6 +493,28 @@ def test_pages_run_at_once_each_on_its_share_of_the_cores(workspace, tmp_path, m
     assert overlap == (workers == 2)
     assert [threads_a, threads_b] == (["1", "1"] if workers == 2 else ["None", "None"])
     assert "OMP_NUM_THREADS" not in os.environ  # the runner's own setting ends with the run
+
+
+def test_solo_pages_run_after_the_others_alone_on_every_core(workspace, tmp_path, monkeypatch):
+    """Chapter 2 made solo: with two page slots on two cores both chapter-1 pages run first, side by side; then
+    each chapter-2 page alone, on both threads. One slot, or the user's OMP_NUM_THREADS, leaves every page as
+    its kernel starts."""
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(runner, "_cores", lambda: 2)
+    chapters = [dataclasses.replace(c, solo=c.number == 2) for c in fairnb.chapters()]
+    monkeypatch.setattr(fairnb, "chapters", lambda: chapters)
+    pairs = runner.plan_pairs(workspace["models"], [1, 2], runner.available_pages(workspace["notebooks"]), tmp_path)
+    assert [p.page.solo for p in pairs] == [False, True, False, True]
+    summary = runner.run_pairs(pairs, {"limit": 2}, workers=2)
+    assert summary["status"].tolist() == ["done"] * 4
+    scores = [_page_run(tmp_path, m, "01_scores.ipynb") for m in workspace["models"]]
+    solo = sorted(_page_run(tmp_path, m) for m in workspace["models"])
+    assert min(end for _, end, _ in scores) > max(start for start, _, _ in scores)  # side by side
+    assert solo[0][0] > max(end for _, end, _ in scores) and solo[1][0] > solo[0][1]  # after them, one at a time
+    assert [threads for _, _, threads in solo] == ["2", "2"]
+    assert runner.page_threads(2) == (1, 2) and runner.page_threads(1) is None
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert runner.page_threads(2) is None
 
 
 def test_longest_pages_start_first(workspace, tmp_path):
@@ -549,6 +572,42 @@ def _printed(page: Path) -> tuple[int | None, list[str]]:
     """The first code cell's execution count and the words it printed."""
     cell = next(c for c in nbformat.read(page, as_version=4).cells if c.cell_type == "code")
     return cell.execution_count, "".join(o.text for o in cell.outputs if o.get("name") == "stdout").split()
+
+
+def test_a_kept_kernel_gives_each_page_its_threads(tmp_path):
+    """A page's threads reach torch whether the kernel imports it after them (OMP_NUM_THREADS) or had imported
+    it for an earlier page (set_num_threads); None leaves the kernel as it is."""
+    write_notebook(tmp_path / "threads.ipynb", [new_code_cell("import torch\nprint(torch.get_num_threads())")])
+    kernel = PageKernel()
+    try:
+        seen = []
+        for k, threads in enumerate([1, 2, None, 1]):
+            kernel.threads = threads
+            page = runner.execute_notebook(tmp_path / "threads.ipynb", tmp_path / "out" / f"{k}.ipynb", kernel=kernel)
+            seen.append(int(nbformat.read(page, as_version=4).cells[0].outputs[0].text))
+        assert seen == [1, 2, 2, 1]
+    finally:
+        kernel.close()
+
+
+def test_a_warmed_kernel_has_the_pages_imports_and_none_of_the_warm_ups_names(tmp_path):
+    """PageKernel.warm imports torch, transformers and the chapters before the first page, and leaves no name
+    behind; a kernel not warmed has imported none of them when its first page starts."""
+    write_notebook(tmp_path / "looks.ipynb", [new_code_cell(
+        "import sys\nprint(*('torch' in sys.modules, 'transformers' in sys.modules, 'fairnb' in dir(), "
+        "'_fairnb_warm_up' in dir()))")])
+    seen = []
+    for warm in (True, False):
+        kernel = PageKernel()
+        try:
+            if warm:
+                kernel.warm(tmp_path)
+            page = runner.execute_notebook(tmp_path / "looks.ipynb", tmp_path / f"{warm}.ipynb", cwd=tmp_path,
+                                           kernel=kernel)
+            seen.append(nbformat.read(page, as_version=4).cells[0].outputs[0].text.split())
+        finally:
+            kernel.close()
+    assert seen == [["True", "True", "False", "False"], ["False", "False", "False", "False"]]
 
 
 def test_a_kept_kernel_starts_each_page_as_a_new_kernel_would(tmp_path):

@@ -242,6 +242,7 @@ CHAPTER = Chapter(
     ),
     instances=Instances("score", ("prompt",), ("response",)),
     units="pivot sets",
+    solo=True,
     presets=PRESETS,
     paper_metrics=("coverage",),
     unprinted_models={"Mistral-Instruct-v0.2 (7B)": "mistralai/Mistral-7B-Instruct-v0.2"},

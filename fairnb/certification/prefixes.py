@@ -73,10 +73,21 @@ def _vocabulary_ids(tokenizer, ascii_only: bool) -> np.ndarray:
     special |= {i for i, t in getattr(tokenizer, "added_tokens_decoder", {}).items() if t.special}
     ids = np.array([i for i in range(len(tokenizer)) if i not in special])
     if ascii_only and ids.size:
-        ids = ids[printable_ascii(tokenizer.batch_decode([[int(i)] for i in ids]))]
+        ids = ids[printable_ascii(token_texts(tokenizer, ids))]
     if ids.size == 0:
         raise ValueError("The tokenizer has no ordinary printable-ASCII tokens to draw prefixes from.")
     return ids
+
+
+def token_texts(tokenizer, ids: np.ndarray) -> list[str]:
+    """Each id decoded alone, as ``tokenizer.batch_decode([[id], ...])`` gives it; a fast tokenizer's own
+    batch decoder does it in one call (Gemma-3's 262k ids: 0.6 s instead of 2.6 s of Python per call)."""
+    one_each = [[int(i)] for i in ids]
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return tokenizer.batch_decode(one_each)
+    texts = backend.decode_batch(one_each, skip_special_tokens=False)
+    return [tokenizer.clean_up_tokenization(t) for t in texts] if tokenizer.clean_up_tokenization_spaces else texts
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 A fresh kernel spends ~10 s of one core before a chapter's first computation: starting, then importing
 torch, transformers, pandas and fairnb (measured 2026-12-04, 9.5 s for a chapter's first cell on the
 2-core machine; 0.2 s in a kernel that had run a page). ``fairnb run`` keeps one :class:`PageKernel` per
-page slot. Between pages :data:`BETWEEN_PAGES` empties the user namespace and the output history, closes
+page slot, and gives each page its torch threads (:data:`PAGE_THREADS`). Between pages :data:`BETWEEN_PAGES` empties the user namespace and the output history, closes
 open figures, resets pandas' options and restarts the cell count, so a page starts as it would in a new
 kernel but for the modules already imported (fairnb keeps no model loaded between pages: a page's model
 and the caches keyed by it go with the namespace). A page that fails, a kernel that died, a changed
@@ -48,6 +48,22 @@ _fairnb_between_pages()
 del _fairnb_between_pages
 '''
 
+# What a chapter page's first cell costs in a new kernel (torch, transformers, pandas, seaborn, scipy and the
+# chapter packages: 6 s of the ~10 s before its first computation); run by PageKernel.warm, names left behind none.
+WARM_UP = '''def _fairnb_warm_up():
+    import fairnb
+    from fairnb import load_model, page  # noqa: F401
+    fairnb.chapters()
+_fairnb_warm_up()
+del _fairnb_warm_up
+'''
+# The page's torch threads: OMP_NUM_THREADS for a torch not yet imported, set_num_threads for one that is.
+PAGE_THREADS = '''import os, sys
+os.environ["OMP_NUM_THREADS"] = "{threads}"
+if "torch" in sys.modules:
+    sys.modules["torch"].set_num_threads({threads})
+'''
+
 
 def kernel_transport() -> dict[str, str]:
     """How a kernel and its clients connect: Unix sockets at paths of the kernel's own where the system has them.
@@ -89,21 +105,45 @@ class PageKernel:
     """One kernel for a sequence of pages (see the module docstring); ``close()`` shuts it down."""
 
     def __init__(self) -> None:
+        self.threads: int | None = None  # torch threads of the next page; None: as the kernel started
         self.manager: _Manager | None = None
         self.page_manager: _Manager | None = None  # the manager of the page running now, even once close() took it
         self.lock = threading.Lock()
         self.started_in: tuple[str, dict[str, str], str] | None = None
         self.pages = 0
 
+    def warm(self, cwd: str | Path) -> None:
+        """Start the kernel for the first page and import what every page imports (:data:`WARM_UP`), e.g. while
+        the page's model is being prepared; a kernel that ran a page already is left as it is."""
+        if self.pages:
+            return
+        try:
+            warmed = self._execute(WARM_UP, self._started(cwd))
+        except RuntimeError:  # closed as it started (Ctrl-C): the page's own start says so
+            return
+        if not warmed:
+            self.close()
+
     def for_page(self, cwd: str | Path) -> KernelManager:
         """The kernel for the next page, started in ``cwd`` (a new one when needed), emptied of the last page.
 
         A new kernel also when the working directory, the environment or fairnb's files changed since the
         kernel started."""
+        manager = self._started(cwd, between_pages=True)
+        if self.threads is not None and not self._execute(PAGE_THREADS.format(threads=int(self.threads))):
+            self.close()
+            raise RuntimeError(f"The kernel could not set {self.threads} torch threads for the page.")
+        self.pages += 1
+        self.page_manager = manager
+        return manager
+
+    def _started(self, cwd: str | Path, between_pages: bool = False) -> _Manager:
+        """The kernel, started in ``cwd`` unless one that started there with this environment and these files
+        runs; with ``between_pages`` emptied of the last page (:data:`BETWEEN_PAGES`), or new if that fails."""
         wanted = (str(cwd), dict(os.environ), package_fingerprint())
         if self.manager is not None and (not self.manager.is_alive() or self.started_in != wanted):
             self.close()
-        if self.manager is not None and self.pages and not self._between_pages():
+        if between_pages and self.manager is not None and self.pages and not self._execute(BETWEEN_PAGES):
             self.close()
         manager = self.manager
         if manager is None:
@@ -119,8 +159,6 @@ class PageKernel:
             if closed:
                 raise RuntimeError("The kernel was closed as it started: the run was interrupted.")
             self.started_in, self.pages = wanted, 0
-        self.pages += 1
-        self.page_manager = manager
         return manager
 
     def after_page(self, failed: bool) -> None:
@@ -138,20 +176,21 @@ class PageKernel:
         if failed:
             self.close()
 
-    def _between_pages(self) -> bool:
-        """Run :data:`BETWEEN_PAGES`; whether it succeeded."""
-        assert self.manager is not None
-        client = self.manager.client()
+    def _execute(self, code: str, manager: _Manager | None = None) -> bool:
+        """Run ``code`` in the kernel, outside the page's history; whether it succeeded."""
+        manager = manager or self.manager
+        assert manager is not None
+        client = manager.client()
         try:
             client.start_channels()
             client.wait_for_ready(timeout=READY_TIMEOUT_S)
-            reply = client.execute_interactive(BETWEEN_PAGES, store_history=False, timeout=READY_TIMEOUT_S,
+            reply = client.execute_interactive(code, store_history=False, timeout=READY_TIMEOUT_S,
                                                output_hook=lambda message: None)
             return reply["content"]["status"] == "ok"
         except (RuntimeError, TimeoutError):
             return False
         finally:
-            self.manager.close_clients()
+            manager.close_clients()
 
     def close(self) -> None:
         """Shut the kernel down (safe from any thread: Ctrl-C ends a page's kernel while the page's thread runs)."""

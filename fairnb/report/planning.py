@@ -32,6 +32,7 @@ class Page:
     source: Path
     needs: tuple[str, ...] = ()
     key: str = ""  # the chapter's package (fairnb/<key>); "" for the quickstart
+    solo: bool = False  # runs alone on every core when pages run side by side on a CPU (Chapter.solo)
 
     @property
     def record_key(self) -> str:
@@ -47,7 +48,7 @@ def book_pages(notebooks_dir: str | Path | None = None) -> dict[int, Page]:
     pages = {number: Page(number, title, folder / name)}
     for chapter in fairnb.chapters():
         pages[chapter.number] = Page(chapter.number, chapter.title, folder / chapter.notebook, tuple(chapter.needs),
-                                     chapter.key)
+                                     chapter.key, chapter.solo)
     return pages
 
 

@@ -6,7 +6,8 @@ The pieces: :mod:`~fairnb.report.planning` (which pages exist, the pairs), :mod:
 every parameter is checked against the notebooks, every chapter's settings by its package's
 ``check_settings`` (one sentence, exit status 2 in ``fairnb run``), and every model. A pair whose run record
 matches this run is skipped ("up to date"); the others run, several at a time (one per core, up to four;
-one on a GPU), longest first, each kernel on its share of the cores, or on Dask distributed. Each model is
+one on a GPU), longest first, each kernel on its share of the cores, then the pages of a solo chapter
+(:attr:`fairnb.contract.Chapter.solo`) one at a time on every core; or on Dask distributed. Each model is
 converted (GGUF) or fine-tuned (variants) once before its pages start, so pages that run at once never do
 that work twice. Ctrl-C interrupts the running pages, ends their kernels and the preparing processes, and
 returns the summary with the unfinished pairs ``interrupted``; finished pairs stay finished.
@@ -114,6 +115,25 @@ def threads_per_kernel(slots: int) -> Iterator[None]:
         yield
     finally:
         os.environ.pop("OMP_NUM_THREADS", None)
+
+
+def page_threads(slots: int) -> tuple[int, int] | None:
+    """Torch threads of a page that runs beside others and of a solo page (:attr:`fairnb.contract.Chapter.solo`)
+    when pages share a CPU's cores: ``(cores // slots, cores)``; None (every page as its kernel starts) for one
+    page at a time, on a GPU, or when the user set ``OMP_NUM_THREADS``.
+
+    The page of counterfactual certificates decodes about 4,000 sampled tokens per model at its quick preset: 100 s on one
+    core for Gemma-3, 56 s on two (2026-12-05). Beside another page it would be the book's longest page by
+    far; run alone after the others, on both cores, it costs the whole run about as much as it did.
+    """
+    if slots < 2 or "OMP_NUM_THREADS" in os.environ:
+        return None
+    import torch
+
+    if torch.cuda.is_available():
+        return None
+    cores = _cores()
+    return max(1, cores // slots), cores
 
 
 def longest_first(pairs: Sequence[Pair], seconds: Sequence[float | None] | None = None) -> list[Pair]:
@@ -283,9 +303,10 @@ def run_pairs(pairs: Sequence[Pair], parameters: dict | None = None, *, cwd: str
             pending.append((index, pair, why or "", shares[pair.source]))
     arguments: dict[str, Any] = dict(cwd=cwd, timeout=timeout, results=results)
     slots = page_slots(workers, max(len(pending), 1))
+    threads = page_threads(slots)
     with threads_per_kernel(1 if scheduler else slots):
         try:
-            outcome.update(_run_here(pending, arguments, slots, fresh_kernels) if executor == "local"
+            outcome.update(_run_here(pending, arguments, slots, fresh_kernels, threads) if executor == "local"
                            else _run_on_dask(pending, arguments, scheduler, slots))
         except RunInterrupted as stopped:
             outcome.update(stopped.outcome)
@@ -301,10 +322,14 @@ def interrupted_result(pair: Pair) -> PairResult:
     return PairResult(pair.spec.label, pair.chapter, "interrupted", 0.0, "interrupted before it started")
 
 
-def _run_here(jobs: list, arguments: dict, slots: int, fresh_kernels: bool = False) -> dict[int, PairResult]:
+def _run_here(jobs: list, arguments: dict, slots: int, fresh_kernels: bool = False,
+              threads: tuple[int, int] | None = None) -> dict[int, PairResult]:
     """Run the pairs in this process, ``slots`` kernels at a time, longest first (:func:`longest_first`); a page
     starts once its model is ready (:func:`preparing`), so one model's pages run while another converts.
-    Each page thread keeps its kernel for its next page unless ``fresh_kernels``.
+    Each page thread keeps its kernel for its next page unless ``fresh_kernels``, and has it import what pages
+    import while the page's model is prepared (:meth:`PageKernel.warm`). With ``threads`` (beside,
+    solo; :func:`page_threads`) each page runs on ``beside`` torch threads, and the solo pages run after the
+    others, one at a time, on ``solo`` threads.
 
     Ctrl-C (KeyboardInterrupt in this thread) sets the stop flag: no other page starts, every running
     page's kernel is ended, the preparing processes end; the pages that did not finish are
@@ -326,12 +351,16 @@ def _run_here(jobs: list, arguments: dict, slots: int, fresh_kernels: bool = Fal
                 running[page] = line
             progress.set_postfix_str(" | ".join(f"{p}: {text}" if text else p for p, text in running.items()))
 
-    def run(job: tuple) -> tuple[int, PairResult]:
+    def run(job: tuple, page_threads: int | None) -> tuple[int, PairResult]:
         index, pair, why, share = job
         if stop.is_set():
             return index, interrupted_result(pair)
         page = f"{pair.spec.label} × {pair.chapter}"
         show(page, "preparing the model")
+        with lock:
+            kernel = None if stop.is_set() else kernels.setdefault(threading.current_thread().name, PageKernel())
+        if kernel is not None:
+            kernel.warm(arguments["cwd"] or REPO_ROOT)  # the imports while the model is prepared
         unprepared = ready(pair.model)
         if stop.is_set():
             show(page, None)
@@ -345,6 +374,7 @@ def _run_here(jobs: list, arguments: dict, slots: int, fresh_kernels: bool = Fal
                 show(page, None)
                 return index, interrupted_result(pair)
             kernel = kernels.setdefault(threading.current_thread().name, PageKernel())
+            kernel.threads = page_threads
         try:
             return index, run_pair(pair, share, **arguments, why=why, on_progress=lambda line: show(page, line),
                                    kernel=kernel, stop=stop)
@@ -355,17 +385,22 @@ def _run_here(jobs: list, arguments: dict, slots: int, fresh_kernels: bool = Fal
 
     outcome: dict[int, PairResult] = {}
     ordered = longest_first(list(by_pair), [last_seconds(p, by_pair[p][3], arguments["results"]) for p in by_pair])
+    solo = [pair for pair in ordered if threads and pair.page.solo]
+    waves = [[(pair, threads and threads[0]) for pair in ordered if pair not in solo]] + [
+        [(pair, threads and threads[1])] for pair in solo]
     try:
         with preparing([pair.spec for pair in by_pair], slots, stop) as ready, \
                 ThreadPoolExecutor(max_workers=slots, thread_name_prefix="fairnb-page") as pool:
-            futures: set[Future] = {pool.submit(run, by_pair[pair]) for pair in ordered}
+            futures: set[Future] = set()
             try:
-                while futures:
-                    done, futures = wait(futures, timeout=0.5, return_when=FIRST_COMPLETED)
-                    for future in done:
-                        index, result = future.result()
-                        outcome[index] = result
-                        progress.update()
+                for wave in waves:
+                    futures = {pool.submit(run, by_pair[pair], n) for pair, n in wave}
+                    while futures:
+                        done, futures = wait(futures, timeout=0.5, return_when=FIRST_COMPLETED)
+                        for future in done:
+                            index, result = future.result()
+                            outcome[index] = result
+                            progress.update()
             except KeyboardInterrupt:
                 stop.set()
                 # The kernels end now: a page's client logs its error through papermill and jupyter_client's
