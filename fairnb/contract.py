@@ -292,9 +292,9 @@ class Chapter:
     # What the headline intervals resample, in the plural ("occupations", "probes"): the pages say what a run
     # of that many can detect (fairnb.stats.detectable_sentences).
     units: str = "items"
-    # A page that decodes for more than a minute of one core at its quick preset (counterfactual
-    # certificates: ~4,000 sampled tokens per model): on a CPU with several page slots the runner gives it every core, after
-    # the other pages.
+    # A page that decodes for about a minute of one core or more at its quick preset (counterfactual certificates:
+    # ~4,000 sampled tokens per model; group fairness: 150 answers and a chain of thought): on a CPU with several
+    # page slots the runner gives it every core, after the other pages.
     solo: bool = False
     headline_names: tuple[str, ...] = field(init=False)
 

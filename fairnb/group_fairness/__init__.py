@@ -130,6 +130,7 @@ CHAPTER = Chapter(
                       "a small GFair-style schema written for fairnb (fairnb/group_fairness/data/schema.yaml)"),),
     instances=Instances("toxicity", ("prompt",), ("output",)),
     units="statements",
+    solo=True,
     presets=PRESETS,
     paper_metrics=("gf_think_toxicity", "gf_think_negative_sentiment"),
     paper_work="20 targets x 100 attributes x 10 dimensions = 20,000 generations per task, 3 tasks and GF-Think",

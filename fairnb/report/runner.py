@@ -122,9 +122,10 @@ def page_threads(slots: int) -> tuple[int, int] | None:
     when pages share a CPU's cores: ``(cores // slots, cores)``; None (every page as its kernel starts) for one
     page at a time, on a GPU, or when the user set ``OMP_NUM_THREADS``.
 
-    The page of counterfactual certificates decodes about 4,000 sampled tokens per model at its quick preset: 100 s on one
-    core for Gemma-3, 56 s on two (2026-12-05). Beside another page it would be the book's longest page by
-    far; run alone after the others, on both cores, it costs the whole run about as much as it did.
+    The page of counterfactual certificates decodes about 4,000 sampled tokens per model at its quick preset:
+    100 s on one core for Gemma-3, 56 s on two; the group-fairness page 58-67 s on one core, 35-40 s on two
+    (2026-12-05). Run alone after the others, on both cores, no page takes a minute; the whole run takes a few
+    seconds more (a second thread gains ~1.5x, not 2x).
     """
     if slots < 2 or "OMP_NUM_THREADS" in os.environ:
         return None
