@@ -164,11 +164,11 @@ def prepare_model(model: str) -> None:
 
 @contextmanager
 def preparing(specs: Sequence[ModelSpec], slots: int,
-              stop: threading.Event | None = None) -> Iterator[Callable[[str], str | None]]:
+              stop: threading.Event | None = None) -> Iterator[Callable[..., str | None]]:
     """Start making every model ready (:func:`prepare_model`: one job per base model that has work to do
     (:attr:`ModelSpec.ready_as_is`), a base before its variants, ``slots`` base models at once, each in its
-    own process when there are several); yields ``wait(model)``, which returns once the model is ready: None,
-    or why it could not be prepared. Once ``stop`` is set, the preparing processes are ended on the way out."""
+    own process when there are several); yields ``wait(model, timeout=None)``, which returns once the model is
+    ready: None, or why it could not be prepared (TimeoutError when ``timeout`` seconds pass first). Once ``stop`` is set, the preparing processes are ended on the way out."""
     by_base: dict[str, list[ModelSpec]] = {}
     for spec in specs:
         if not spec.served:
@@ -182,9 +182,11 @@ def preparing(specs: Sequence[ModelSpec], slots: int,
     try:
         jobs = {model: job for group in groups for job in [submit(_prepare_group, group)] for model in group}
 
-        def wait_for(model: str) -> str | None:
+        def wait_for(model: str, timeout: float | None = None) -> str | None:
             if model not in jobs:
                 return None
+            if timeout is not None and not wait([jobs[model]], timeout=timeout).done:
+                raise TimeoutError(f"{model} is still being prepared.")
             try:
                 return jobs[model].result().get(model)
             except Exception as error:  # the preparing process itself died
@@ -328,7 +330,7 @@ def _run_here(jobs: list, arguments: dict, slots: int, fresh_kernels: bool = Fal
     """Run the pairs in this process, ``slots`` kernels at a time, longest first (:func:`longest_first`); a page
     starts once its model is ready (:func:`preparing`), so one model's pages run while another converts.
     Each page thread keeps its kernel for its next page unless ``fresh_kernels``, and has it import what pages
-    import while the page's model is prepared (:meth:`PageKernel.warm`). With ``threads`` (beside,
+    import while the page's model is still being prepared (:meth:`PageKernel.warm`). With ``threads`` (beside,
     solo; :func:`page_threads`) each page runs on ``beside`` torch threads, and the solo pages run after the
     others, one at a time, on ``solo`` threads.
 
@@ -358,11 +360,14 @@ def _run_here(jobs: list, arguments: dict, slots: int, fresh_kernels: bool = Fal
             return index, interrupted_result(pair)
         page = f"{pair.spec.label} × {pair.chapter}"
         show(page, "preparing the model")
-        with lock:
-            kernel = None if stop.is_set() else kernels.setdefault(threading.current_thread().name, PageKernel())
-        if kernel is not None:
-            kernel.warm(arguments["cwd"] or REPO_ROOT)  # the imports while the model is prepared
-        unprepared = ready(pair.model)
+        try:
+            unprepared = ready(pair.model, timeout=0)
+        except TimeoutError:  # the kernel imports what pages import while the model is prepared
+            with lock:
+                kernel = None if stop.is_set() else kernels.setdefault(threading.current_thread().name, PageKernel())
+            if kernel is not None:
+                kernel.warm(arguments["cwd"] or REPO_ROOT)
+            unprepared = ready(pair.model)
         if stop.is_set():
             show(page, None)
             return index, interrupted_result(pair)
