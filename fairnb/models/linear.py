@@ -115,25 +115,32 @@ def onednn_linears(model: torch.nn.Module, device: str, dtype: torch.dtype, meas
     for module in model.modules():
         if type(module) is torch.nn.Linear:
             groups.setdefault((*module.weight.shape, module.bias is not None), []).append(module)
-    chosen = [layers for layers in groups.values() if not measure or _measured_faster(layers)]
+    faster = _measured_faster(list(groups.values())) if measure else [True] * len(groups)
+    chosen = [layers for layers, fast in zip(groups.values(), faster) if fast]
     for layers in chosen:
         for layer in layers:
             layer.__class__ = OneDNNLinear
     return sum(len(layers) for layers in chosen)
 
 
-def _measured_faster(layers: list[torch.nn.Linear]) -> bool:
-    """:func:`onednn_is_faster` for ``layers``' weights, from the kept verdicts when this machine has one."""
-    out_features, in_features = layers[0].weight.shape
-    if len(layers) * out_features * in_features < LEAST_WEIGHTS:
-        return False
+def _measured_faster(groups: list[list[torch.nn.Linear]]) -> list[bool]:
+    """:func:`onednn_is_faster` for each group's weights, from the kept verdicts where this machine has one;
+    False for a group under :data:`LEAST_WEIGHTS` weights."""
     path = cache_dir() / KERNELS_FILE
     try:
         verdicts = json.loads(path.read_text())
     except (OSError, ValueError):
         verdicts = {}
-    key = f"{machine_key()}|{len(layers)} x {out_features} x {in_features}"
-    if not isinstance(verdicts.get(key), bool):
-        verdicts[key] = onednn_is_faster([layer.weight.detach() for layer in layers])
+    machine, measured, faster = machine_key(), False, []
+    for layers in groups:
+        out_features, in_features = layers[0].weight.shape
+        key = f"{machine}|{len(layers)} x {out_features} x {in_features}"
+        if len(layers) * out_features * in_features < LEAST_WEIGHTS:
+            faster.append(False)
+            continue
+        if not isinstance(verdicts.get(key), bool):
+            verdicts[key], measured = onednn_is_faster([layer.weight.detach() for layer in layers]), True
+        faster.append(verdicts[key])
+    if measured:
         atomic_write_text(path, json.dumps(verdicts, indent=1, sort_keys=True))
-    return verdicts[key]
+    return faster

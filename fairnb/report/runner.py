@@ -119,8 +119,8 @@ def threads_per_kernel(slots: int) -> Iterator[None]:
 
 def page_threads(slots: int) -> tuple[int, int] | None:
     """Torch threads of a page that runs beside others and of a solo page (:attr:`fairnb.contract.Chapter.solo`)
-    when pages share a CPU's cores: ``(cores // slots, cores)``; None (every page as its kernel starts) for one
-    page at a time, on a GPU, or when the user set ``OMP_NUM_THREADS``.
+    when pages share the cores: ``(cores // slots, cores)``; None (every page as its kernel starts) for one page
+    at a time (as on a GPU) or when the user set ``OMP_NUM_THREADS``.
 
     The page of counterfactual certificates decodes about 4,000 sampled tokens per model at its quick preset:
     100 s on one core for Gemma-3, 56 s on two; the group-fairness page 58-67 s on one core, 35-40 s on two
@@ -128,10 +128,6 @@ def page_threads(slots: int) -> tuple[int, int] | None:
     seconds more (a second thread gains ~1.5x, not 2x).
     """
     if slots < 2 or "OMP_NUM_THREADS" in os.environ:
-        return None
-    import torch
-
-    if torch.cuda.is_available():
         return None
     cores = _cores()
     return max(1, cores // slots), cores
@@ -168,7 +164,8 @@ def preparing(specs: Sequence[ModelSpec], slots: int,
     """Start making every model ready (:func:`prepare_model`: one job per base model that has work to do
     (:attr:`ModelSpec.ready_as_is`), a base before its variants, ``slots`` base models at once, each in its
     own process when there are several); yields ``wait(model, timeout=None)``, which returns once the model is
-    ready: None, or why it could not be prepared (TimeoutError when ``timeout`` seconds pass first). Once ``stop`` is set, the preparing processes are ended on the way out."""
+    ready: None, or why it could not be prepared (TimeoutError when ``timeout`` seconds pass first). Once
+    ``stop`` is set, the preparing processes are ended on the way out."""
     by_base: dict[str, list[ModelSpec]] = {}
     for spec in specs:
         if not spec.served:
@@ -354,6 +351,11 @@ def _run_here(jobs: list, arguments: dict, slots: int, fresh_kernels: bool = Fal
                 running[page] = line
             progress.set_postfix_str(" | ".join(f"{p}: {text}" if text else p for p, text in running.items()))
 
+    def this_threads_kernel() -> PageKernel | None:
+        """The page thread's kernel; None once the run is stopped (no kernel starts then)."""
+        with lock:
+            return None if stop.is_set() else kernels.setdefault(threading.current_thread().name, PageKernel())
+
     def run(job: tuple, page_threads: int | None) -> tuple[int, PairResult]:
         index, pair, why, share = job
         if stop.is_set():
@@ -363,10 +365,9 @@ def _run_here(jobs: list, arguments: dict, slots: int, fresh_kernels: bool = Fal
         try:
             unprepared = ready(pair.model, timeout=0)
         except TimeoutError:  # the kernel imports what pages import while the model is prepared
-            with lock:
-                kernel = None if stop.is_set() else kernels.setdefault(threading.current_thread().name, PageKernel())
-            if kernel is not None:
-                kernel.warm(arguments["cwd"] or REPO_ROOT)
+            warming = this_threads_kernel()
+            if warming is not None:
+                warming.warm(arguments["cwd"] or REPO_ROOT)
             unprepared = ready(pair.model)
         if stop.is_set():
             show(page, None)
@@ -375,12 +376,11 @@ def _run_here(jobs: list, arguments: dict, slots: int, fresh_kernels: bool = Fal
             show(page, None)
             return index, unprepared_result(pair, unprepared)
         show(page, "")
-        with lock:
-            if stop.is_set():
-                show(page, None)
-                return index, interrupted_result(pair)
-            kernel = kernels.setdefault(threading.current_thread().name, PageKernel())
-            kernel.threads = page_threads
+        kernel = this_threads_kernel()
+        if kernel is None:
+            show(page, None)
+            return index, interrupted_result(pair)
+        kernel.threads = page_threads
         try:
             return index, run_pair(pair, share, **arguments, why=why, on_progress=lambda line: show(page, line),
                                    kernel=kernel, stop=stop)
@@ -391,9 +391,9 @@ def _run_here(jobs: list, arguments: dict, slots: int, fresh_kernels: bool = Fal
 
     outcome: dict[int, PairResult] = {}
     ordered = longest_first(list(by_pair), [last_seconds(p, by_pair[p][3], arguments["results"]) for p in by_pair])
+    beside, alone = threads or (None, None)
     solo = [pair for pair in ordered if threads and pair.page.solo]
-    waves = [[(pair, threads and threads[0]) for pair in ordered if pair not in solo]] + [
-        [(pair, threads and threads[1])] for pair in solo]
+    waves = [[(pair, beside) for pair in ordered if pair not in solo]] + [[(pair, alone)] for pair in solo]
     try:
         with preparing([pair.spec for pair in by_pair], slots, stop) as ready, \
                 ThreadPoolExecutor(max_workers=slots, thread_name_prefix="fairnb-page") as pool:
