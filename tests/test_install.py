@@ -37,3 +37,14 @@ def test_pip_variables_win_over_its_files_and_reach_uv(monkeypatch, tmp_path):
                        "--extra-index-url", "file:///two", "--find-links", "/from/env", "--find-links", "/second",
                        "--constraint", "/c.txt"]
     assert env == {"SSL_CERT_FILE": "/my/cert.pem"}
+
+
+def test_bytecode_is_written_for_what_the_shares_import_even_where_python_writes_none(monkeypatch, tmp_path):
+    (tmp_path / "first.py").write_text("import second\n")
+    (tmp_path / "second.py").write_text("VALUE = 2\n")
+    (tmp_path / "unused.py").write_text("VALUE = 3\n")
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    assert load_install().write_bytecode(sys.executable, [["first"], ["not_installed"]])
+    written = sorted(path.name.split(".")[0] for path in (tmp_path / "__pycache__").glob("*.pyc"))
+    assert written == ["first", "second"]
