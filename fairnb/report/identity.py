@@ -24,7 +24,7 @@ import nbformat
 import fairnb
 from fairnb.models.cache import cache_key
 from fairnb.models.names import ModelSpec, embedded_fingerprint
-from fairnb.report.parameters import parameter_defaults
+from fairnb.report.parameters import parameter_defaults, parse_python
 from fairnb.report.planning import PACKAGE_ROOT, Pair
 from fairnb.results import file_digest, read_record, record_file, results_root, unit_problem
 
@@ -46,7 +46,7 @@ def module_imports(source: str, module: str, is_package: bool) -> set[str]:
     """
     package = module if is_package else module.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parse_python(source)):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):

@@ -15,6 +15,7 @@ import ast
 import difflib
 import importlib
 import keyword
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -90,19 +91,35 @@ def check_timeout(value: Any) -> int | None:
     raise ValueError(f"timeout must be a positive whole number of seconds (leave it out for no limit), not {value!r}.")
 
 
+def parse_python(source: str) -> ast.Module:
+    """``ast.parse(source)``, one thread at a time. CPython 3.11 keeps the AST constructor's recursion depth in state
+    that all threads share (python/cpython#106905): two page threads that took their pages' fingerprints at once
+    failed here with "SystemError: AST constructor recursion depth mismatch" (once in CI, 2026-12-05).
+
+    Examples:
+        >>> type(parse_python("x = 1").body[0]).__name__
+        'Assign'
+    """
+    with _PARSING:
+        return ast.parse(source)
+
+
+_PARSING = threading.Lock()
+
+
 def parameter_defaults(notebook: str | Path) -> dict[str, Any]:
     """Each parameter of the notebook's cell tagged ``parameters`` with its default (the source text when not a literal)."""
     for cell in nbformat.read(notebook, as_version=4).cells:
         if cell.cell_type == "code" and "parameters" in cell.metadata.get("tags", []):
             try:
-                tree = ast.parse(cell.source)
+                tree = parse_python(cell.source)
             except SyntaxError as error:
                 raise ValueError(f"The parameters cell of {Path(notebook).name} is not valid Python: {error.msg}.") from None
             defaults = {}
             for node in tree.body:
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
-                    if isinstance(node, ast.AnnAssign) else []
-                defaults.update({t.id: _literal(node.value) for t in targets if isinstance(t, ast.Name)})
+                if isinstance(node, (ast.Assign, ast.AnnAssign)):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    defaults.update({t.id: _literal(node.value) for t in targets if isinstance(t, ast.Name)})
             return defaults
     return {}
 
