@@ -91,6 +91,9 @@ def check_timeout(value: Any) -> int | None:
     raise ValueError(f"timeout must be a positive whole number of seconds (leave it out for no limit), not {value!r}.")
 
 
+_PARSING = threading.Lock()
+
+
 def parse_python(source: str) -> ast.Module:
     """``ast.parse(source)``, one thread at a time. CPython 3.11 keeps the AST constructor's recursion depth in state
     that all threads share (python/cpython#106905): two page threads that took their pages' fingerprints at once
@@ -102,9 +105,6 @@ def parse_python(source: str) -> ast.Module:
     """
     with _PARSING:
         return ast.parse(source)
-
-
-_PARSING = threading.Lock()
 
 
 def parameter_defaults(notebook: str | Path) -> dict[str, Any]:

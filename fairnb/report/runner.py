@@ -141,8 +141,8 @@ def longest_first(pairs: Sequence[Pair], seconds: Sequence[float | None] | None 
     page runs); ties in the given order.
 
     On a fresh clone (no run records) that puts Gemma-3's pages before SmolLM2's in each chapter: the last
-    page to start is a short one, and the side-by-side pages end ~14 s sooner (simulated from the page
-    times of a fresh clone, 2026-12-05).
+    page to start is a short one, and the side-by-side pages ended at 158-167 s into the run instead of
+    184-191 s (fresh clones, 2026-12-05).
     """
     seconds = list(seconds) if seconds is not None else [None] * len(pairs)
     if all(isinstance(value, (int, float)) for value in seconds):
