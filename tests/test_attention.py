@@ -108,3 +108,30 @@ def test_a_loaded_grouped_model_on_a_cpu_shares_its_heads(tmp_path, tiny_gpt2_pa
     with torch.inference_mode():
         assert torch.allclose(lm.model(input_ids=ids, attention_mask=mask).logits,
                               model(input_ids=ids, attention_mask=mask).logits, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("window", [None, 3, 8], ids=["causal", "sliding-3", "sliding-8"])
+@pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])
+@pytest.mark.parametrize("position", [0, 5, 11])
+def test_a_decoding_steps_mask_is_sdpa_mask(window, padded, position):
+    """One query at ``position`` over the keys a cache layer holds (a sliding layer: its window, offset): the same
+    mask as transformers' vmap, or None where it returns None; longer queries are sdpa_mask's own."""
+    from transformers.masking_utils import causal_mask_function, sdpa_mask, sliding_window_causal_mask_function
+
+    function = causal_mask_function if window is None else sliding_window_causal_mask_function(window)
+    padding = torch.ones((3, position + 1), dtype=torch.bool)
+    if padded:
+        padding[0, :2] = False  # a left-padded row
+        padding[2, :position] = False  # a row whose only key is the query's own
+    offset = 0 if window is None else max(position + 1 - window, 0)
+    step = dict(batch_size=3, cache_position=torch.tensor([position]), kv_length=position + 1 - offset,
+                kv_offset=offset, mask_function=function, attention_mask=padding, local_size=window)
+    assert same_mask(attention.step_mask(**step), sdpa_mask(**step))
+    if padded and window is None:
+        assert sdpa_mask(**step) is not None  # a step that builds a mask
+    prefill = dict(step, cache_position=torch.arange(position + 1), kv_length=position + 1, kv_offset=0)
+    assert same_mask(attention.step_mask(**prefill), sdpa_mask(**prefill))
+
+
+def same_mask(found: torch.Tensor | None, expected: torch.Tensor | None) -> bool:
+    return found is expected is None or (found is not None and expected is not None and torch.equal(found, expected))

@@ -86,17 +86,24 @@ def test_fused_top_k_draws_what_the_top_k_warper_then_the_noise_draw():
     assert [type(p).__name__ for p in TOP_K.processors([0], "cpu")] == ["RowGumbel"]
 
 
-@pytest.mark.parametrize("decoding", [TOP_K, generation.Decoding(NEW, 1.0, 20, 0.9), generation.Decoding(NEW, 0.7)],
-                         ids=["top-k", "top-k-top-p", "temperature"])
+@pytest.mark.parametrize("decoding", [TOP_K, generation.Decoding(NEW, 1.0, 20, 0.9), generation.Decoding(NEW, 0.6, None, 0.9),
+                                      generation.Decoding(NEW, 0.7)],
+                         ids=["top-k", "top-k-top-p", "top-p", "temperature"])
 def test_choose_picks_the_argmax_of_the_noisy_scores(decoding):
-    """``next_tokens`` (RowGumbel.choose, no noisy vocabulary written) against the argmax of the processors' output,
-    step after step; with a tie at the k-th score in one step."""
+    """``next_tokens`` (RowGumbel.choose or choose_among, no noisy vocabulary written) against the argmax of the
+    processors' output, step after step; with a tie at the k-th score in one step, a nucleus wider than the
+    filter's first 16 and a flat row with -inf scores."""
     rows, vocab = 6, 300
     chosen, full = processors(decoding, rows), processors(decoding, rows)
-    for step in range(4):
-        scores = torch.randn(rows, vocab) * 3
+    for step in range(5):
+        scores = torch.randn(rows, vocab) * (0.1 if step == 3 else 3)
         if step == 2:
             scores[4, :7] = scores[4].max() + 1
+        scores[5, 280:] = -math.inf
+        scores[5, :280] = 0.0  # a flat row: its nucleus holds 252 of the 280 finite scores
+        for nucleus in [*chosen, *full]:
+            if isinstance(nucleus, generation.NucleusFilter):
+                nucleus.k = 16  # the filter's search doubles its k
         tokens = generation.next_tokens(chosen, torch.arange(rows), scores.clone())
         assert torch.equal(tokens, full(None, scores.clone()).argmax(-1))
 

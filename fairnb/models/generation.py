@@ -132,13 +132,22 @@ class NucleusFilter(LogitsProcessor):
     A token is kept when the probability of the tokens more likely than it is below ``top_p``
     (the most likely token always is). The kept tokens are found among the ``k`` most likely
     (``torch.topk``; ``k`` doubles until the nucleus fits): a full sort of Gemma's 262k-entry
-    vocabulary per row and step cost more than the model's own decoding step.
+    vocabulary per row and step cost more than the model's own decoding step. When decoding,
+    :func:`next_tokens` draws among :meth:`nucleus` itself (:meth:`RowGumbel.choose_among`) instead of
+    writing the masked and the noisy vocabulary: 24 answers of 32 tokens on Gemma-3 (T = 0.6, top-p 0.9,
+    two threads) took 7.96 s against 11.16 s.
     """
 
     def __init__(self, top_p: float, k: int = 1024):
         self.top_p, self.k = top_p, k
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        index, kept = self.nucleus(scores)
+        removed = torch.ones_like(scores, dtype=torch.bool).scatter(1, index, ~kept)
+        return cast(torch.FloatTensor, scores.masked_fill(removed, -float("inf")))
+
+    def nucleus(self, scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each row's ``k`` most likely token ids ``[rows, k]``, most likely first, and whether each is kept."""
         probs = scores.softmax(dim=-1)
         missing = 1 - probs.sum(dim=-1, keepdim=True, dtype=torch.float64)
         k = min(self.k, scores.shape[-1])
@@ -147,10 +156,8 @@ class NucleusFilter(LogitsProcessor):
             above = top.double().cumsum(dim=-1) - top
             kept = above < self.top_p - missing
             if k == scores.shape[-1] or not bool(kept[:, -1].any()):
-                break
+                return index, kept
             k = min(2 * k, scores.shape[-1])
-        removed = torch.ones_like(scores, dtype=torch.bool).scatter(1, index, ~kept)
-        return cast(torch.FloatTensor, scores.masked_fill(removed, -float("inf")))
 
 
 def row_seeds(prompts: Sequence[str], seed: int, history: Sequence[Sequence[Mapping[str, str]]] | None = None
@@ -269,6 +276,19 @@ class RowGumbel(LogitsProcessor):
             return self(cast(torch.LongTensor, None), cast(torch.FloatTensor, scores)).argmax(-1)
         return top[1].gather(1, top[0].argmax(-1, keepdim=True)).squeeze(1)
 
+    def choose_among(self, scores: torch.Tensor, index: torch.Tensor, kept: torch.Tensor) -> torch.Tensor:
+        """:meth:`choose` after a :class:`NucleusFilter` whose :meth:`~NucleusFilter.nucleus` of ``scores``
+        is (``index``, ``kept``): the same draws on the kept tokens alone, in vocabulary order, instead of a
+        masked and a noisy copy of the vocabulary (24 rows of Gemma's 262k entries: ~100 ms a step)."""
+        vocabulary = scores.shape[-1]
+        values = scores.float().gather(1, index)
+        ids = torch.where(kept & torch.isfinite(values), index, vocabulary).sort(dim=-1).values
+        drawn = ids < vocabulary
+        noisy = torch.full(ids.shape, -math.inf, device=scores.device)
+        noisy[drawn] = scores.float().gather(1, ids.clamp(max=vocabulary - 1))[drawn] + self._noise(
+            drawn.sum(-1).tolist(), scores.device)
+        return ids.gather(1, noisy.argmax(-1, keepdim=True)).squeeze(1)
+
 
 def _gumbel(uniform: torch.Tensor) -> torch.Tensor:
     """Gumbel noise ``-log(-log(u))`` of uniform draws, kept finite."""
@@ -285,9 +305,14 @@ def eos_ids(lm: LanguageModel) -> list[int]:
 
 def next_tokens(processors: LogitsProcessorList, rows: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
     """Each row's next token: the argmax of the processed ``scores``; a :class:`RowGumbel` at the end picks
-    its draws itself (:meth:`RowGumbel.choose`)."""
+    its draws itself (:meth:`RowGumbel.choose`, after a :class:`NucleusFilter` :meth:`RowGumbel.choose_among`
+    its nucleus)."""
     ids = cast(torch.LongTensor, rows[:, None])
     if processors and isinstance(processors[-1], RowGumbel):
+        *warpers, nucleus = processors[:-1] or [None]
+        if isinstance(nucleus, NucleusFilter):
+            warped = LogitsProcessorList(warpers)(ids, cast(torch.FloatTensor, scores))
+            return processors[-1].choose_among(warped, *nucleus.nucleus(warped))
         return processors[-1].choose(LogitsProcessorList(processors[:-1])(ids, cast(torch.FloatTensor, scores)))
     return processors(ids, cast(torch.FloatTensor, scores)).argmax(-1)
 
