@@ -282,11 +282,10 @@ class RowGumbel(LogitsProcessor):
         masked and a noisy copy of the vocabulary (24 rows of Gemma's 262k entries: ~100 ms a step)."""
         vocabulary = scores.shape[-1]
         values = scores.float().gather(1, index)
-        ids = torch.where(kept & torch.isfinite(values), index, vocabulary).sort(dim=-1).values
+        ids, order = torch.where(kept & torch.isfinite(values), index, vocabulary).sort(dim=-1)
         drawn = ids < vocabulary
-        noisy = torch.full(ids.shape, -math.inf, device=scores.device)
-        noisy[drawn] = scores.float().gather(1, ids.clamp(max=vocabulary - 1))[drawn] + self._noise(
-            drawn.sum(-1).tolist(), scores.device)
+        noisy = torch.full_like(values, -math.inf)
+        noisy[drawn] = values.gather(1, order)[drawn] + self._noise(drawn.sum(-1).tolist(), scores.device)
         return ids.gather(1, noisy.argmax(-1, keepdim=True)).squeeze(1)
 
 
